@@ -1,0 +1,60 @@
+"""Typed stub for the Rust extension ``ferrocorn._ferrocorn``.
+
+The extension owns the network (tokio + hyper on background threads) and the per-request
+hot path.  Python owns configuration, sockets, lifespan, signals and logging.
+"""
+
+import asyncio
+from typing import Any, Awaitable, Callable, Optional
+
+__version__: str
+
+class ClientDisconnected(OSError):
+    """Raised by ``send()`` once the client has gone away or the response is complete."""
+
+class HttpProtocol:
+    """One HTTP request/response exchange; created by the core, never by users."""
+
+    def receive(self) -> Awaitable[dict[str, Any]]: ...
+    def send(self, message: dict[str, Any]) -> Awaitable[None]: ...
+    def complete(self) -> Optional[str]:
+        """Called when the app returned; a str names a protocol fault to log."""
+    def fail(self, exc: BaseException) -> bool:
+        """Called when the app raised; returns True when the error should be logged."""
+    def access_info(self) -> tuple[str, str, str, str, int, int]:
+        """(client "host:port", method, path with query, http_version, status, body bytes)."""
+
+class Core:
+    """The Rust server core of one worker process."""
+
+    def __init__(
+        self,
+        app: Callable[..., Awaitable[None]],
+        loop: asyncio.AbstractEventLoop,
+        run_asgi: Callable[[Any, dict[str, Any], HttpProtocol], Awaitable[None]],
+        *,
+        state: Optional[dict[str, Any]] = None,
+        root_path: str = "",
+        server_header: bool = True,
+        date_header: bool = True,
+        headers: list[tuple[bytes, bytes]] = ...,
+        http1_max_header_size: int = 65536,
+        http1_max_headers: int = 100,
+        body_preread_limit: int = 65536,
+        header_read_timeout: float = 30.0,
+        keep_alive: bool = True,
+        runtime_threads: int = 1,
+        eager_tasks: Optional[bool] = None,
+    ) -> None: ...
+    def listen_tcp(self, fd: int) -> None:
+        """Serve a bound, listening TCP socket; the core takes ownership of ``fd``."""
+    def listen_unix(self, fd: int, path: str) -> None:
+        """Serve a bound, listening Unix socket; the core takes ownership of ``fd``."""
+    def start(self) -> None:
+        """Start accepting and register the wake-up eventfd on the loop."""
+    def stop_accepting(self) -> None: ...
+    def shutdown(self) -> None:
+        """Graceful: close idle connections, let in-flight requests finish, then close."""
+    def active_connections(self) -> int: ...
+    def close(self) -> None:
+        """Force-close every connection, unregister from the loop and stop the runtime."""

@@ -1,0 +1,240 @@
+"""One worker: load the app, run lifespan, hand the socket to the Rust core, serve until
+told to stop, then drain gracefully (DESIGN.md; uvicorn's Server is the model for the API)."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import threading
+import time
+from typing import Any, Callable, Coroutine, Optional
+
+from ._asgi import run_asgi, run_asgi_with_access_log
+from ._ferrocorn import Core
+from .config import Config, ConfigError
+from .lifespan import Lifespan
+
+logger = logging.getLogger("ferrocorn.error")
+
+EXIT_OK = 0
+EXIT_CONFIG_ERROR = 1
+EXIT_STARTUP_FAILED = 3
+
+_HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_TICK = 0.05
+
+
+class Server:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.should_exit = False
+        self.force_exit = False
+        self.started = False
+        self.exit_code = EXIT_OK
+        self.bound_addresses: list[tuple[Any, ...]] = []
+        self._core: Optional[Core] = None
+        self._unix_path: Optional[str] = None
+
+    # ------------------------------------------------------------------ running
+
+    def run(self) -> int:
+        """Blocking: serve in a new event loop until shutdown; returns the exit code."""
+        return _run_in_new_loop(self.serve(), self.config.get_loop_factory())
+
+    async def serve(self) -> int:
+        """Serve inside the running loop until ``should_exit``; returns the exit code."""
+        config = self.config
+        try:
+            config.load()
+        except ConfigError as exc:
+            logger.error("%s", exc)
+            self.exit_code = EXIT_CONFIG_ERROR
+            return self.exit_code
+
+        state: dict[str, Any] = {}
+        lifespan: Optional[Lifespan] = None
+        if config.lifespan != "off":
+            lifespan = Lifespan(config.loaded_app, config.lifespan, config.asgi_version, state)
+            if not await lifespan.startup():
+                logger.error("Application startup failed. Exiting.")
+                self.exit_code = EXIT_STARTUP_FAILED
+                return self.exit_code
+
+        with _SignalCapture(self):
+            try:
+                self._start(state if lifespan is not None and not lifespan.unsupported else None)
+            except ConfigError as exc:
+                logger.error("%s", exc)
+                self.exit_code = EXIT_CONFIG_ERROR
+            else:
+                self.started = True
+                self._log_started()
+                while not self.should_exit:
+                    await asyncio.sleep(_TICK)
+                await self._shutdown()
+
+        if lifespan is not None:
+            await lifespan.shutdown()
+        return self.exit_code
+
+    def _start(self, state: Optional[dict[str, Any]]) -> None:
+        config = self.config
+        sock = config.bind_socket()
+        kind = config.socket_kind(sock)
+        if kind == "unix":
+            self._unix_path = sock.getsockname() if config.fd is None else None
+            self.bound_addresses.append((sock.getsockname(),))
+        else:
+            self.bound_addresses.append(sock.getsockname()[:2])
+        loop = asyncio.get_running_loop()
+        core = Core(
+            config.loaded_app,
+            loop,
+            run_asgi_with_access_log if config.access_log else run_asgi,
+            state=state,
+            root_path=config.root_path,
+            server_header=config.server_header,
+            date_header=config.date_header,
+            headers=config.encoded_headers,
+            http1_max_header_size=config.max_header_size,
+            http1_max_headers=config.max_headers,
+            body_preread_limit=config.body_preread_limit,
+            header_read_timeout=config.header_read_timeout,
+            runtime_threads=config.runtime_threads,
+        )
+        # The core owns the descriptor from here on; our socket object lets go of it.
+        fd = sock.detach()
+        if kind == "unix":
+            core.listen_unix(fd, str(self.bound_addresses[-1][0]))
+        else:
+            core.listen_tcp(fd)
+        core.start()
+        self._core = core
+
+    def _log_started(self) -> None:
+        for address in self.bound_addresses:
+            if len(address) == 1:
+                logger.info(
+                    "Ferrocorn running on unix socket %s (Press CTRL+C to quit)", address[0]
+                )
+            else:
+                host, port = address
+                shown = f"[{host}]" if ":" in str(host) else host
+                logger.info("Ferrocorn running on http://%s:%d (Press CTRL+C to quit)", shown, port)
+
+    async def _shutdown(self) -> None:
+        core = self._core
+        if core is None:
+            return
+        logger.info("Shutting down")
+        core.stop_accepting()
+        if self._unix_path:
+            try:
+                os.unlink(self._unix_path)
+            except OSError:
+                pass
+        core.shutdown()
+        timeout = self.config.timeout_graceful_shutdown
+        deadline = None if timeout is None else time.monotonic() + timeout
+        if core.active_connections():
+            logger.info("Waiting for connections to close. (CTRL+C to force quit)")
+        while core.active_connections() and not self.force_exit:
+            if deadline is not None and time.monotonic() >= deadline:
+                logger.warning(
+                    "Graceful shutdown timed out after %ss; closing %d connection(s).",
+                    timeout,
+                    core.active_connections(),
+                )
+                break
+            await asyncio.sleep(_TICK)
+        core.close()
+        self._core = None
+        # Give app tasks whose connections were just closed a moment to observe it.
+        await asyncio.sleep(0)
+
+    # ------------------------------------------------------------------ signals
+
+    def handle_exit(self, sig: int, frame: Any = None) -> None:
+        if self.should_exit and sig == signal.SIGINT:
+            self.force_exit = True
+        else:
+            self.should_exit = True
+
+
+class _SignalCapture:
+    """Installs SIGINT/SIGTERM handlers while serving (main thread only) and restores the
+    previous ones afterwards."""
+
+    def __init__(self, server: Server) -> None:
+        self.server = server
+        self.previous: dict[int, Any] = {}
+
+    def __enter__(self) -> _SignalCapture:
+        if threading.current_thread() is not threading.main_thread():
+            return self
+        for sig in _HANDLED_SIGNALS:
+            try:
+                self.previous[sig] = signal.signal(sig, self.server.handle_exit)
+            except (OSError, ValueError):
+                pass
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, handler in self.previous.items():
+            try:
+                signal.signal(sig, handler)
+            except (OSError, ValueError):
+                pass
+
+
+def _run_in_new_loop(
+    coro: Coroutine[Any, Any, int], loop_factory: Callable[[], asyncio.AbstractEventLoop]
+) -> int:
+    """asyncio.run with a loop factory, for Python 3.9+ (Runner only exists from 3.11)."""
+    loop = loop_factory()
+    try:
+        asyncio.set_event_loop(loop)
+        return loop.run_until_complete(coro)
+    finally:
+        try:
+            _cancel_all_tasks(loop)
+            loop.run_until_complete(loop.shutdown_asyncgens())
+        finally:
+            asyncio.set_event_loop(None)
+            loop.close()
+
+
+def _cancel_all_tasks(loop: asyncio.AbstractEventLoop) -> None:
+    pending = [t for t in asyncio.all_tasks(loop) if not t.done()]
+    for task in pending:
+        task.cancel()
+    if pending:
+        loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
+
+
+def run_config(config: Config) -> int:
+    """Configure logging, serve until shutdown; the process exit code (0, 1 or 3)."""
+    try:
+        config.configure_logging()
+    except ConfigError as exc:
+        logger.error("%s", exc)
+        return EXIT_CONFIG_ERROR
+    try:
+        return Server(config).run()
+    except ConfigError as exc:
+        logger.error("%s", exc)
+        return EXIT_CONFIG_ERROR
+    except KeyboardInterrupt:
+        return EXIT_OK
+
+
+def run(app: Any, **options: Any) -> None:
+    """Serve ``app`` (an ASGI callable or "module:attr") until interrupted, like uvicorn.run."""
+    code = run_config(Config(app, **options))
+    if code != EXIT_OK:
+        raise SystemExit(code)
+
+
+__all__ = ["Server", "run", "run_config"]

@@ -1,0 +1,185 @@
+//! Validation of the messages an app passes to `send()`: every fault becomes a TypeError or
+//! ValueError that names the offending key.
+
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyString};
+use pyo3::{intern, PyTypeInfo};
+
+use crate::http::headers::{response_header_name, response_header_value, HeaderError};
+
+pub enum HttpSend {
+    Start {
+        status: StatusCode,
+        headers: HeaderMap,
+    },
+    Body {
+        body: Bytes,
+        more_body: bool,
+    },
+}
+
+pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
+    obj.get_type()
+        .name()
+        .map(|n| n.to_string())
+        .unwrap_or_else(|_| "?".into())
+}
+
+/// The message as a dict (the spec says dict; any Mapping subclass of dict works too).
+pub fn as_dict<'a, 'py>(message: &'a Bound<'py, PyAny>) -> PyResult<&'a Bound<'py, PyDict>> {
+    message.downcast::<PyDict>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "ASGI message must be a dict, got {}",
+            type_name(message)
+        ))
+    })
+}
+
+/// The message's `type`, as a Python string (caller compares it).
+pub fn message_type<'py>(message: &Bound<'py, PyDict>) -> PyResult<Bound<'py, PyString>> {
+    let py = message.py();
+    match message.get_item(intern!(py, "type"))? {
+        None => Err(PyValueError::new_err(
+            "ASGI message is missing the 'type' key",
+        )),
+        Some(t) => match t.downcast::<PyString>() {
+            Ok(s) => Ok(s.clone()),
+            Err(_) => Err(PyTypeError::new_err(format!(
+                "ASGI message 'type' must be a str, got {}",
+                type_name(&t)
+            ))),
+        },
+    }
+}
+
+pub fn parse_response_start(message: &Bound<'_, PyDict>) -> PyResult<(StatusCode, HeaderMap)> {
+    let py = message.py();
+    let status = match message.get_item(intern!(py, "status"))? {
+        None => {
+            return Err(PyValueError::new_err(
+                "'http.response.start' message is missing the required 'status' key",
+            ))
+        }
+        Some(s) => s,
+    };
+    if status.is_instance_of::<PyBool>() || !status.is_instance_of::<pyo3::types::PyInt>() {
+        return Err(PyTypeError::new_err(format!(
+            "'status' must be an int, got {}",
+            type_name(&status)
+        )));
+    }
+    let code: i64 = status.extract().unwrap_or(-1);
+    let status = u16::try_from(code)
+        .ok()
+        .filter(|c| (200..=599).contains(c))
+        .and_then(|c| StatusCode::from_u16(c).ok())
+        .ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "'status' must be a final HTTP status code (200-599), got {code}"
+            ))
+        })?;
+    let headers = match message.get_item(intern!(py, "headers"))? {
+        None => HeaderMap::new(),
+        Some(h) => parse_headers(&h, "headers")?,
+    };
+    Ok((status, headers))
+}
+
+/// `[[name, value], ...]` of bytes into a HeaderMap, refusing anything that could split or
+/// inject headers.
+pub fn parse_headers(headers: &Bound<'_, PyAny>, key: &str) -> PyResult<HeaderMap> {
+    let iter = headers.try_iter().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "'{key}' must be an iterable of [name, value] pairs, got {}",
+            type_name(headers)
+        ))
+    })?;
+    let mut map = HeaderMap::new();
+    for item in iter {
+        let item = item?;
+        let (name, value) = header_pair(&item, key)?;
+        let name_bytes = header_bytes(&name, key, "name")?;
+        let value_bytes = header_bytes(&value, key, "value")?;
+        let name = response_header_name(name_bytes.as_bytes()).map_err(|_| {
+            PyValueError::new_err(format!(
+                "'{key}' has an invalid header name {:?}",
+                String::from_utf8_lossy(name_bytes.as_bytes())
+            ))
+        })?;
+        let value = response_header_value(value_bytes.as_bytes()).map_err(|e| {
+            debug_assert_eq!(e, HeaderError::InvalidValue);
+            PyValueError::new_err(format!(
+                "'{key}' has an invalid value for header {:?} (CR, LF, NUL and control \
+                 characters are not allowed)",
+                name.as_str()
+            ))
+        })?;
+        map.append(name, value);
+    }
+    Ok(map)
+}
+
+type Pair<'py> = (Bound<'py, PyAny>, Bound<'py, PyAny>);
+
+fn header_pair<'py>(item: &Bound<'py, PyAny>, key: &str) -> PyResult<Pair<'py>> {
+    let pair_error = || {
+        PyTypeError::new_err(format!(
+            "each item of '{key}' must be a [name, value] pair of bytes, got {}",
+            type_name(item)
+        ))
+    };
+    if item.is_instance_of::<PyString>() || item.is_instance_of::<PyBytes>() {
+        return Err(pair_error());
+    }
+    if item.len().map_err(|_| pair_error())? != 2 {
+        return Err(pair_error());
+    }
+    Ok((item.get_item(0)?, item.get_item(1)?))
+}
+
+fn header_bytes<'a, 'py>(
+    obj: &'a Bound<'py, PyAny>,
+    key: &str,
+    what: &str,
+) -> PyResult<&'a Bound<'py, PyBytes>> {
+    obj.downcast::<PyBytes>().map_err(|_| {
+        PyTypeError::new_err(format!(
+            "header {what}s in '{key}' must be bytes, got {}",
+            type_name(obj)
+        ))
+    })
+}
+
+pub fn parse_response_body(message: &Bound<'_, PyDict>) -> PyResult<(Bytes, bool)> {
+    let py = message.py();
+    let body = match message.get_item(intern!(py, "body"))? {
+        None => Bytes::new(),
+        Some(b) => body_bytes(&b, "body")?,
+    };
+    let more_body = match message.get_item(intern!(py, "more_body"))? {
+        None => false,
+        Some(m) => m.is_truthy()?,
+    };
+    Ok((body, more_body))
+}
+
+pub fn body_bytes(obj: &Bound<'_, PyAny>, key: &str) -> PyResult<Bytes> {
+    if let Ok(b) = obj.downcast::<PyBytes>() {
+        return Ok(Bytes::copy_from_slice(b.as_bytes()));
+    }
+    if let Ok(b) = obj.downcast::<PyByteArray>() {
+        return Ok(Bytes::from(b.to_vec()));
+    }
+    if PyString::is_type_of(obj) {
+        return Err(PyTypeError::new_err(format!(
+            "'{key}' must be bytes, got str (encode it first)"
+        )));
+    }
+    Err(PyTypeError::new_err(format!(
+        "'{key}' must be bytes, got {}",
+        type_name(obj)
+    )))
+}

@@ -1,0 +1,548 @@
+//! `HttpProtocol`: the `receive`/`send` pair one HTTP request hands to the app.
+//!
+//! Both complete synchronously whenever they can (DESIGN.md points 5–6) and only fall back
+//! to an asyncio future when they must wait for tokio: a body chunk not yet read, or a full
+//! response channel (backpressure).
+
+use std::collections::VecDeque;
+use std::net::SocketAddr;
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::header::{CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, SERVER};
+use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, Version};
+use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyBytes, PyDict};
+use tokio::runtime::Handle;
+use tokio::sync::mpsc::{self, error::TryRecvError, error::TrySendError};
+
+use crate::asgi::awaitable::Ready;
+use crate::asgi::messages::{as_dict, message_type, parse_response_body, parse_response_start};
+use crate::asgi::state::{RequestBody, ResponsePhase, ResponseSender};
+use crate::config::ServerConfig;
+use crate::errors::ClientDisconnected;
+use crate::http::body::{InChunk, OutChunk, ResponseBody, RESPONSE_BODY_QUEUE};
+use crate::http::exchange::{CloseGuard, Exchange};
+use crate::wakeup::Event;
+
+/// Loop-side things every protocol object needs; one per `Core`.
+pub struct LoopCtx {
+    pub create_future: Py<PyAny>,
+    pub runtime: Handle,
+    pub config: Arc<ServerConfig>,
+    /// A completed awaitable with no value, shared by every `send()` that did not wait.
+    pub done: Py<Ready>,
+}
+
+/// What the access log needs; moved out of the request head before the scope is built.
+pub struct RequestLine {
+    pub method: Method,
+    pub uri: Uri,
+    pub version: Version,
+    pub peer: Option<SocketAddr>,
+}
+
+#[pyclass(frozen, module = "ferrocorn._ferrocorn")]
+pub struct HttpProtocol {
+    ex: Arc<Exchange>,
+    ctx: Arc<LoopCtx>,
+    line: RequestLine,
+}
+
+fn client_disconnected() -> PyErr {
+    ClientDisconnected::new_err("the client disconnected or the response is already complete")
+}
+
+fn disconnect_message(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item(intern!(py, "type"), intern!(py, "http.disconnect"))?;
+    Ok(d)
+}
+
+fn request_message<'py>(py: Python<'py>, body: &[u8], more: bool) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item(intern!(py, "type"), intern!(py, "http.request"))?;
+    d.set_item(intern!(py, "body"), PyBytes::new(py, body))?;
+    d.set_item(intern!(py, "more_body"), PyBool::new(py, more))?;
+    Ok(d)
+}
+
+fn future_done(fut: &Bound<'_, PyAny>) -> bool {
+    fut.call_method0(intern!(fut.py(), "done"))
+        .and_then(|d| d.is_truthy())
+        .unwrap_or(true)
+}
+
+/// Finish `response` and hand it to hyper. Adds `Server` and `--header` values.
+pub fn build_response(
+    config: &ServerConfig,
+    status: StatusCode,
+    mut headers: HeaderMap,
+    body: ResponseBody,
+) -> http::Response<ResponseBody> {
+    if config.server_header && !headers.contains_key(SERVER) {
+        headers.insert(SERVER, crate::http::headers::SERVER_NAME);
+    }
+    for (name, value) in &config.extra_headers {
+        headers.append(name.clone(), value.clone());
+    }
+    let mut response = http::Response::new(body);
+    *response.status_mut() = status;
+    *response.headers_mut() = headers;
+    response
+}
+
+/// A plain-text error response the server itself produces (500 when the app fails).
+pub fn error_response(
+    config: &ServerConfig,
+    status: StatusCode,
+    guard: Option<CloseGuard>,
+) -> http::Response<ResponseBody> {
+    let text = status.canonical_reason().unwrap_or("Error");
+    let mut headers = HeaderMap::new();
+    headers.insert(
+        CONTENT_TYPE,
+        HeaderValue::from_static("text/plain; charset=utf-8"),
+    );
+    headers.insert(CONNECTION, HeaderValue::from_static("close"));
+    build_response(
+        config,
+        status,
+        headers,
+        ResponseBody::full(Bytes::from_static(text.as_bytes()), guard),
+    )
+}
+
+/// The next message for `receive()`, or None when it has to wait for tokio.
+fn next_message<'py>(
+    py: Python<'py>,
+    ex: &Exchange,
+    st: &mut crate::asgi::state::LoopState,
+) -> PyResult<Option<Bound<'py, PyDict>>> {
+    match &mut st.body {
+        RequestBody::Full(data) => {
+            let data = std::mem::take(data);
+            st.body = RequestBody::Done;
+            return request_message(py, &data, false).map(Some);
+        }
+        RequestBody::Stream(rx) => match rx.try_recv() {
+            Ok(InChunk::Data { data, last }) => {
+                if last {
+                    st.body = RequestBody::Done;
+                }
+                return request_message(py, &data, !last).map(Some);
+            }
+            Ok(InChunk::Failed) | Err(TryRecvError::Disconnected) => {
+                st.body = RequestBody::Done;
+                return disconnect_message(py).map(Some);
+            }
+            Err(TryRecvError::Empty) => {
+                if !ex.is_closed() {
+                    return Ok(None);
+                }
+                st.body = RequestBody::Done;
+            }
+        },
+        RequestBody::Done => {}
+    }
+    if st.response_complete() || ex.is_closed() {
+        disconnect_message(py).map(Some)
+    } else {
+        Ok(None)
+    }
+}
+
+/// Hand out messages to parked `receive()` futures, in order, while there are any.
+fn resolve_receivers(
+    py: Python<'_>,
+    ex: &Exchange,
+    st: &mut crate::asgi::state::LoopState,
+    waiters: &mut VecDeque<Py<PyAny>>,
+) -> PyResult<()> {
+    while let Some(front) = waiters.front() {
+        let fut = front.bind(py).clone();
+        if future_done(&fut) {
+            waiters.pop_front(); // cancelled: its message stays queued for the next call
+            continue;
+        }
+        match next_message(py, ex, st)? {
+            Some(msg) => {
+                waiters.pop_front();
+                fut.call_method1(intern!(py, "set_result"), (msg,))?;
+            }
+            None => break,
+        }
+    }
+    if waiters.is_empty() {
+        ex.disarm_receive();
+    } else {
+        ex.arm_receive();
+    }
+    Ok(())
+}
+
+
+impl HttpProtocol {
+    pub fn new(ex: Arc<Exchange>, ctx: Arc<LoopCtx>, line: RequestLine) -> Self {
+        HttpProtocol { ex, ctx, line }
+    }
+
+    fn guard(&self) -> Option<CloseGuard> {
+        Some(CloseGuard::new(self.ex.clone()))
+    }
+
+    /// tokio reported a change (body chunk, close): wake parked receivers.
+    pub fn on_receive_event(py: Python<'_>, ex: &Arc<Exchange>) -> PyResult<()> {
+        let mut st = ex.state();
+        if st.recv_waiters.is_empty() {
+            return Ok(());
+        }
+        let mut waiters = std::mem::take(&mut st.recv_waiters);
+        let result = resolve_receivers(py, ex, &mut st, &mut waiters);
+        st.recv_waiters = waiters;
+        result
+    }
+
+    /// tokio accepted (or refused) a backpressured body chunk.
+    pub fn on_send_done(py: Python<'_>, ex: &Arc<Exchange>) -> PyResult<()> {
+        let mut st = ex.state();
+        st.send_in_flight = false;
+        let ok = ex.send_ok.load(Ordering::SeqCst);
+        if !ok {
+            st.response = ResponsePhase::Closed;
+        }
+        if let Some(fut) = st.send_waiter.take() {
+            drop(st);
+            let fut = fut.bind(py);
+            if !future_done(fut) {
+                if ok {
+                    fut.call_method1(intern!(py, "set_result"), (py.None(),))?;
+                } else {
+                    fut.call_method1(
+                        intern!(py, "set_exception"),
+                        (client_disconnected().into_value(py),),
+                    )?;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn response_done(&self, py: Python<'_>, st: &mut crate::asgi::state::LoopState) -> PyResult<()> {
+        // A receive() parked waiting for more (e.g. a disconnect watcher) now gets
+        // http.disconnect: the spec's "after the response has been sent".
+        if st.recv_waiters.is_empty() {
+            return Ok(());
+        }
+        let mut waiters = std::mem::take(&mut st.recv_waiters);
+        let result = resolve_receivers(py, &self.ex, st, &mut waiters);
+        st.recv_waiters = waiters;
+        result
+    }
+
+    fn start_response(
+        &self,
+        py: Python<'_>,
+        st: &mut crate::asgi::state::LoopState,
+        tx: ResponseSender,
+        status: StatusCode,
+        mut headers: HeaderMap,
+        body: Bytes,
+        more_body: bool,
+    ) -> PyResult<Py<PyAny>> {
+        st.status = status.as_u16();
+        let no_body = st.is_head
+            || status == StatusCode::NO_CONTENT
+            || status == StatusCode::NOT_MODIFIED;
+        let response_body;
+        if no_body {
+            // HEAD mirrors GET's Content-Length when the whole body came in one message.
+            if st.is_head && !more_body && !headers.contains_key(CONTENT_LENGTH) && !body.is_empty() {
+                headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+            }
+            response_body = ResponseBody::empty(self.guard());
+            st.response = if more_body {
+                ResponsePhase::Discarding
+            } else {
+                ResponsePhase::Complete
+            };
+        } else if !more_body {
+            st.bytes_sent += body.len() as u64;
+            response_body = ResponseBody::full(body, self.guard());
+            st.response = ResponsePhase::Complete;
+        } else {
+            let (otx, orx) = mpsc::channel(RESPONSE_BODY_QUEUE);
+            if !body.is_empty() {
+                st.bytes_sent += body.len() as u64;
+                // A fresh channel has room: this cannot fail.
+                let _ = otx.try_send(OutChunk::Data(body));
+            }
+            response_body = ResponseBody::stream(orx, self.guard());
+            st.response = ResponsePhase::Streaming(otx);
+        }
+        let response = build_response(&self.ctx.config, status, headers, response_body);
+        if tx.send(response).is_err() {
+            st.response = ResponsePhase::Closed;
+            return Err(client_disconnected());
+        }
+        if st.response_complete() {
+            self.response_done(py, st)?;
+        }
+        Ok(self.ctx.done.clone_ref(py).into_any())
+    }
+
+    fn stream_chunk(
+        &self,
+        py: Python<'_>,
+        st: &mut crate::asgi::state::LoopState,
+        body: Bytes,
+        more_body: bool,
+    ) -> PyResult<Py<PyAny>> {
+        if st.send_in_flight {
+            return Err(PyRuntimeError::new_err(
+                "send() called before the previous send() finished",
+            ));
+        }
+        let ResponsePhase::Streaming(otx) = &st.response else {
+            return Err(client_disconnected());
+        };
+        let len = body.len() as u64;
+        let chunk = if more_body {
+            OutChunk::Data(body)
+        } else {
+            OutChunk::Last(body)
+        };
+        let result = match otx.try_send(chunk) {
+            Ok(()) => Ok(self.ctx.done.clone_ref(py).into_any()),
+            Err(TrySendError::Full(chunk)) => {
+                // Backpressure: let tokio wait for room and wake us through the queue.
+                let fut = self.ctx.create_future.call0(py)?;
+                st.send_waiter = Some(fut.clone_ref(py));
+                st.send_in_flight = true;
+                let otx = otx.clone();
+                let ex = self.ex.clone();
+                self.ctx.runtime.spawn(async move {
+                    let ok = otx.send(chunk).await.is_ok();
+                    ex.send_ok.store(ok, Ordering::SeqCst);
+                    let wakeup = ex.wakeup().clone();
+                    wakeup.push(Event::SendDone(ex));
+                });
+                Ok(fut)
+            }
+            Err(TrySendError::Closed(_)) => {
+                st.response = ResponsePhase::Closed;
+                return Err(client_disconnected());
+            }
+        };
+        st.bytes_sent += len;
+        if !more_body {
+            st.response = ResponsePhase::Complete;
+            self.response_done(py, st)?;
+        }
+        result
+    }
+
+    /// Send a server-made error response if nothing went out yet, or abort a started one.
+    /// Returns what happened, for the log.
+    fn fail_response(&self, st: &mut crate::asgi::state::LoopState) -> Option<&'static str> {
+        match std::mem::replace(&mut st.response, ResponsePhase::Closed) {
+            ResponsePhase::Idle(tx) | ResponsePhase::Held { tx, .. } => {
+                if self.ex.is_closed() {
+                    return None;
+                }
+                st.status = 500;
+                let _ = tx.send(error_response(
+                    &self.ctx.config,
+                    StatusCode::INTERNAL_SERVER_ERROR,
+                    self.guard(),
+                ));
+                Some("sent 500")
+            }
+            // Dropping the sender without a final chunk makes hyper abort the connection.
+            ResponsePhase::Streaming(_) => Some("aborted the response"),
+            ResponsePhase::Discarding => {
+                st.response = ResponsePhase::Complete;
+                None
+            }
+            other @ (ResponsePhase::Complete | ResponsePhase::Closed) => {
+                st.response = other;
+                None
+            }
+        }
+    }
+
+    /// The request could not be handed to the app: answer 500 (or abort) and clean up.
+    pub fn fail_internal(&self) {
+        let mut st = self.ex.state();
+        self.fail_response(&mut st);
+        self.release(&mut st);
+    }
+
+    /// The app is done: stop reading the request body and forget parked futures.
+    fn release(&self, st: &mut crate::asgi::state::LoopState) {
+        st.body = RequestBody::Done;
+        if let Some(start) = &self.ex.body_start {
+            start.notify_one();
+        }
+        st.recv_waiters.clear();
+        st.send_waiter = None;
+        self.ex.disarm_receive();
+    }
+}
+
+#[pymethods]
+impl HttpProtocol {
+    fn receive(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
+        let mut st = self.ex.state();
+        if !st.receive_called {
+            st.receive_called = true;
+            if let Some(start) = &self.ex.body_start {
+                start.notify_one(); // Expect: 100-continue is answered now, not earlier.
+            }
+        }
+        if st.recv_waiters.is_empty() {
+            if let Some(msg) = next_message(py, &self.ex, &mut st)? {
+                return Ok(Py::new(py, Ready::new(Some(msg.into_any().unbind())))?.into_any());
+            }
+        }
+        let fut = self.ctx.create_future.call0(py)?;
+        let mut waiters = std::mem::take(&mut st.recv_waiters);
+        waiters.push_back(fut.clone_ref(py));
+        // Arm before re-checking so a chunk landing in between is not missed.
+        self.ex.arm_receive();
+        let result = resolve_receivers(py, &self.ex, &mut st, &mut waiters);
+        st.recv_waiters = waiters;
+        result?;
+        Ok(fut)
+    }
+
+    fn send(&self, py: Python<'_>, message: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        let message = as_dict(message)?;
+        let kind = message_type(message)?;
+        let kind = kind.to_str()?;
+        let mut st = self.ex.state();
+        match kind {
+            "http.response.start" => match &st.response {
+                ResponsePhase::Idle(_) => {
+                    let (status, headers) = parse_response_start(message)?;
+                    if self.ex.is_closed() {
+                        st.response = ResponsePhase::Closed;
+                        return Err(client_disconnected());
+                    }
+                    let ResponsePhase::Idle(tx) =
+                        std::mem::replace(&mut st.response, ResponsePhase::Closed)
+                    else {
+                        unreachable!("checked above");
+                    };
+                    st.status = status.as_u16();
+                    st.response = ResponsePhase::Held {
+                        tx,
+                        status,
+                        headers,
+                    };
+                    Ok(self.ctx.done.clone_ref(py).into_any())
+                }
+                ResponsePhase::Complete | ResponsePhase::Closed => Err(client_disconnected()),
+                _ => Err(PyRuntimeError::new_err(
+                    "Unexpected ASGI message 'http.response.start': the response has already \
+                     started",
+                )),
+            },
+            "http.response.body" => {
+                let (body, more_body) = parse_response_body(message)?;
+                match std::mem::replace(&mut st.response, ResponsePhase::Closed) {
+                    ResponsePhase::Idle(tx) => {
+                        st.response = ResponsePhase::Idle(tx);
+                        Err(PyRuntimeError::new_err(
+                            "Expected ASGI message 'http.response.start', but got \
+                             'http.response.body'",
+                        ))
+                    }
+                    ResponsePhase::Held {
+                        tx,
+                        status,
+                        headers,
+                    } => self.start_response(py, &mut st, tx, status, headers, body, more_body),
+                    streaming @ ResponsePhase::Streaming(_) => {
+                        st.response = streaming;
+                        self.stream_chunk(py, &mut st, body, more_body)
+                    }
+                    ResponsePhase::Discarding => {
+                        st.response = if more_body {
+                            ResponsePhase::Discarding
+                        } else {
+                            ResponsePhase::Complete
+                        };
+                        Ok(self.ctx.done.clone_ref(py).into_any())
+                    }
+                    other => {
+                        st.response = other;
+                        Err(client_disconnected())
+                    }
+                }
+            }
+            other => Err(PyValueError::new_err(format!(
+                "Unexpected ASGI message type {other:?} for an HTTP request (expected \
+                 'http.response.start' or 'http.response.body')"
+            ))),
+        }
+    }
+
+    /// The app returned. A str names a protocol fault for the error log.
+    fn complete(&self) -> Option<&'static str> {
+        let mut st = self.ex.state();
+        let fault = match &st.response {
+            ResponsePhase::Idle(_) => self
+                .fail_response(&mut st)
+                .map(|_| "ASGI callable returned without starting a response; sent 500"),
+            ResponsePhase::Held { .. } => self
+                .fail_response(&mut st)
+                .map(|_| "ASGI callable returned without sending a response body; sent 500"),
+            ResponsePhase::Streaming(_) => self
+                .fail_response(&mut st)
+                .map(|_| "ASGI callable returned without completing the response; aborted it"),
+            _ => self.fail_response(&mut st),
+        };
+        self.release(&mut st);
+        fault
+    }
+
+    /// The app raised. Returns whether the exception deserves an error log.
+    fn fail(&self, py: Python<'_>, exc: &Bound<'_, PyAny>) -> bool {
+        let mut st = self.ex.state();
+        self.fail_response(&mut st);
+        self.release(&mut st);
+        !exc.is_instance(&py.get_type::<ClientDisconnected>()).unwrap_or(false)
+    }
+
+    fn access_info(&self) -> (String, String, String, &'static str, u16, u64) {
+        let st = self.ex.state();
+        let client = self
+            .line
+            .peer
+            .map(|p| format!("{}:{}", p.ip().to_canonical(), p.port()))
+            .unwrap_or_default();
+        let path = self
+            .line
+            .uri
+            .path_and_query()
+            .map(|p| p.as_str().to_owned())
+            .unwrap_or_else(|| "/".to_owned());
+        let version = match self.line.version {
+            Version::HTTP_10 => "1.0",
+            Version::HTTP_2 => "2",
+            _ => "1.1",
+        };
+        (
+            client,
+            self.line.method.as_str().to_owned(),
+            path,
+            version,
+            st.status,
+            st.bytes_sent,
+        )
+    }
+}

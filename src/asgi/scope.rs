@@ -1,0 +1,146 @@
+//! Building the ASGI `http` scope from a request head, on the loop thread.
+
+use std::collections::HashMap;
+use std::net::SocketAddr;
+use std::sync::Mutex;
+
+use http::{HeaderName, Method, Version};
+use percent_encoding::percent_decode;
+use pyo3::intern;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
+
+use crate::server::request::{ConnInfo, LocalAddr, PendingRequest};
+
+/// Header names beyond this many distinct ones are not cached (a client sending random
+/// names must not grow memory).
+const HEADER_NAME_CACHE_MAX: usize = 512;
+
+pub struct ScopeFactory {
+    /// `{"version": "3.0", "spec_version": "2.5"}`, shared: it is constant.
+    asgi: Py<PyDict>,
+    root_path: Py<PyString>,
+    root_path_raw: Vec<u8>,
+    /// The lifespan state; each request gets a shallow copy (spec).
+    state: Option<Py<PyDict>>,
+    header_names: Mutex<HashMap<HeaderName, Py<PyBytes>>>,
+}
+
+impl ScopeFactory {
+    pub fn new(py: Python<'_>, root_path: &str, state: Option<Py<PyDict>>) -> PyResult<Self> {
+        let asgi = PyDict::new(py);
+        asgi.set_item("version", "3.0")?;
+        asgi.set_item("spec_version", "2.5")?;
+        Ok(ScopeFactory {
+            asgi: asgi.unbind(),
+            root_path: PyString::new(py, root_path).unbind(),
+            root_path_raw: root_path.as_bytes().to_vec(),
+            state,
+            header_names: Mutex::new(HashMap::new()),
+        })
+    }
+
+    fn header_name<'py>(&self, py: Python<'py>, name: &HeaderName) -> Bound<'py, PyBytes> {
+        let mut cache = self.header_names.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(b) = cache.get(name) {
+            return b.bind(py).clone();
+        }
+        let b = PyBytes::new(py, name.as_str().as_bytes());
+        if cache.len() < HEADER_NAME_CACHE_MAX {
+            cache.insert(name.clone(), b.clone().unbind());
+        }
+        b
+    }
+
+    pub fn build<'py>(&self, py: Python<'py>, req: &PendingRequest) -> PyResult<Bound<'py, PyDict>> {
+        let head = &req.head;
+        let scope = PyDict::new(py);
+        scope.set_item(intern!(py, "type"), intern!(py, "http"))?;
+        scope.set_item(intern!(py, "asgi"), self.asgi.bind(py))?;
+        scope.set_item(intern!(py, "http_version"), http_version(py, head.version))?;
+        scope.set_item(intern!(py, "method"), method(py, &head.method))?;
+        scope.set_item(intern!(py, "scheme"), intern!(py, "http"))?;
+
+        let raw_path = head.uri.path().as_bytes();
+        let decoded = percent_decode(raw_path).decode_utf8_lossy();
+        if self.root_path_raw.is_empty() {
+            scope.set_item(intern!(py, "path"), PyString::new(py, &decoded))?;
+            scope.set_item(intern!(py, "raw_path"), PyBytes::new(py, raw_path))?;
+        } else {
+            // The spec: `path` includes `root_path`; `raw_path` is what the client sent
+            // behind the same prefix.
+            let root = self.root_path.bind(py).to_str()?;
+            let mut path = String::with_capacity(root.len() + decoded.len());
+            path.push_str(root);
+            path.push_str(&decoded);
+            let mut raw = Vec::with_capacity(self.root_path_raw.len() + raw_path.len());
+            raw.extend_from_slice(&self.root_path_raw);
+            raw.extend_from_slice(raw_path);
+            scope.set_item(intern!(py, "path"), PyString::new(py, &path))?;
+            scope.set_item(intern!(py, "raw_path"), PyBytes::new(py, &raw))?;
+        }
+        let query = head.uri.query().unwrap_or("").as_bytes();
+        scope.set_item(intern!(py, "query_string"), PyBytes::new(py, query))?;
+        scope.set_item(intern!(py, "root_path"), self.root_path.bind(py))?;
+
+        let headers = PyList::empty(py);
+        for (name, value) in head.headers.iter() {
+            let pair = PyTuple::new(
+                py,
+                [
+                    self.header_name(py, name).into_any(),
+                    PyBytes::new(py, value.as_bytes()).into_any(),
+                ],
+            )?;
+            headers.append(pair)?;
+        }
+        scope.set_item(intern!(py, "headers"), headers)?;
+
+        set_addresses(py, &scope, &req.conn)?;
+        if let Some(state) = &self.state {
+            scope.set_item(intern!(py, "state"), state.bind(py).copy()?)?;
+        }
+        Ok(scope)
+    }
+}
+
+fn set_addresses(py: Python<'_>, scope: &Bound<'_, PyDict>, conn: &ConnInfo) -> PyResult<()> {
+    match conn.peer {
+        Some(peer) => scope.set_item(intern!(py, "client"), address(peer))?,
+        None => scope.set_item(intern!(py, "client"), py.None())?,
+    }
+    match &conn.local {
+        LocalAddr::Tcp(local) => scope.set_item(intern!(py, "server"), address(*local))?,
+        LocalAddr::Unix(path) => {
+            scope.set_item(intern!(py, "server"), (path.as_ref(), py.None()))?
+        }
+    }
+    Ok(())
+}
+
+fn address(addr: SocketAddr) -> (String, u16) {
+    (addr.ip().to_canonical().to_string(), addr.port())
+}
+
+fn http_version(py: Python<'_>, version: Version) -> &Bound<'_, PyString> {
+    match version {
+        Version::HTTP_10 => intern!(py, "1.0"),
+        Version::HTTP_2 => intern!(py, "2"),
+        Version::HTTP_3 => intern!(py, "3"),
+        _ => intern!(py, "1.1"),
+    }
+}
+
+fn method<'py>(py: Python<'py>, method: &Method) -> Bound<'py, PyString> {
+    let interned = match *method {
+        Method::GET => intern!(py, "GET"),
+        Method::POST => intern!(py, "POST"),
+        Method::PUT => intern!(py, "PUT"),
+        Method::DELETE => intern!(py, "DELETE"),
+        Method::HEAD => intern!(py, "HEAD"),
+        Method::OPTIONS => intern!(py, "OPTIONS"),
+        Method::PATCH => intern!(py, "PATCH"),
+        _ => return PyString::new(py, method.as_str()),
+    };
+    interned.clone()
+}

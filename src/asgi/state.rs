@@ -1,0 +1,80 @@
+//! Loop-thread state of one HTTP exchange (kept inside `Exchange`, locked only by the loop).
+
+use std::collections::VecDeque;
+
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+use pyo3::prelude::*;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::http::body::{InChunk, OutChunk, ResponseBody};
+
+pub type ResponseSender = oneshot::Sender<http::Response<ResponseBody>>;
+
+pub enum RequestBody {
+    /// Read by tokio before dispatch (small, with a Content-Length): the first `receive()`
+    /// completes at once.
+    Full(Bytes),
+    /// Streamed through a bounded channel.
+    Stream(mpsc::Receiver<InChunk>),
+    /// All of it was delivered (or the app is done with the request).
+    Done,
+}
+
+pub enum ResponsePhase {
+    /// Nothing sent yet; `tx` hands the response to hyper's service future.
+    Idle(ResponseSender),
+    /// `http.response.start` is held until the first body message, so a failure can still
+    /// turn into a clean 500.
+    Held {
+        tx: ResponseSender,
+        status: StatusCode,
+        headers: HeaderMap,
+    },
+    /// The head went to hyper; body chunks follow through `tx`.
+    Streaming(mpsc::Sender<OutChunk>),
+    /// HEAD, 204, 304: the app may still send body messages; they are dropped.
+    Discarding,
+    /// The last body message was sent.
+    Complete,
+    /// Gone: the client left before the head was sent, or the response was aborted.
+    Closed,
+}
+
+pub struct LoopState {
+    pub body: RequestBody,
+    pub response: ResponsePhase,
+    /// Futures of parked `receive()` calls, served in order.
+    pub recv_waiters: VecDeque<Py<PyAny>>,
+    /// The future a backpressured `send()` returned.
+    pub send_waiter: Option<Py<PyAny>>,
+    pub send_in_flight: bool,
+    pub receive_called: bool,
+    pub is_head: bool,
+    /// For the access log.
+    pub status: u16,
+    pub bytes_sent: u64,
+}
+
+impl LoopState {
+    pub fn new(body: RequestBody, tx: ResponseSender, is_head: bool) -> Self {
+        LoopState {
+            body,
+            response: ResponsePhase::Idle(tx),
+            recv_waiters: VecDeque::new(),
+            send_waiter: None,
+            send_in_flight: false,
+            receive_called: false,
+            is_head,
+            status: 0,
+            bytes_sent: 0,
+        }
+    }
+
+    pub fn response_complete(&self) -> bool {
+        matches!(
+            self.response,
+            ResponsePhase::Complete | ResponsePhase::Closed
+        )
+    }
+}

@@ -1,0 +1,312 @@
+//! `Core`: one worker's server. Owns the tokio runtime, the listeners and the loop-side
+//! dispatch that turns queued requests into app tasks.
+
+use std::os::fd::FromRawFd;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
+use pyo3::prelude::*;
+use pyo3::types::{PyDict, PyList};
+
+use crate::asgi::awaitable::Ready;
+use crate::asgi::protocol::{HttpProtocol, LoopCtx, RequestLine};
+use crate::asgi::scope::ScopeFactory;
+use crate::config::ServerConfig;
+use crate::http::headers::{response_header_name, response_header_value};
+use crate::runtime::IoRuntime;
+use crate::server::listener::{accept_loop, Listener};
+use crate::server::request::PendingRequest;
+use crate::server::{Lifecycle, ServerShared};
+use crate::wakeup::{Event, Wakeup};
+
+enum PendingListener {
+    Tcp(std::net::TcpListener),
+    Unix(std::os::unix::net::UnixListener, Arc<str>),
+}
+
+/// How an app coroutine becomes a task: eagerly on Python 3.12+ (a handler that never waits
+/// finishes inside the drain), else through `loop.create_task`.
+enum TaskSpawner {
+    CreateTask(Py<PyAny>),
+    Eager {
+        task_type: Py<PyAny>,
+        kwargs: Py<PyDict>,
+    },
+}
+
+impl TaskSpawner {
+    fn spawn(&self, py: Python<'_>, coro: Bound<'_, PyAny>) -> PyResult<()> {
+        match self {
+            TaskSpawner::CreateTask(create_task) => create_task.bind(py).call1((coro,))?,
+            TaskSpawner::Eager { task_type, kwargs } => {
+                task_type.bind(py).call((coro,), Some(kwargs.bind(py)))?
+            }
+        };
+        Ok(())
+    }
+}
+
+#[pyclass(frozen, module = "ferrocorn._ferrocorn")]
+pub struct Core {
+    app: Py<PyAny>,
+    event_loop: Py<PyAny>,
+    run_asgi: Py<PyAny>,
+    spawner: TaskSpawner,
+    scope: ScopeFactory,
+    ctx: Arc<LoopCtx>,
+    shared: Arc<ServerShared>,
+    runtime: Mutex<Option<IoRuntime>>,
+    listeners: Mutex<Vec<PendingListener>>,
+    started: Mutex<bool>,
+    logger: Py<PyAny>,
+}
+
+fn extra_headers(headers: &Bound<'_, PyList>) -> PyResult<Vec<(http::HeaderName, http::HeaderValue)>> {
+    let mut out = Vec::with_capacity(headers.len());
+    for item in headers.iter() {
+        let (name, value): (Vec<u8>, Vec<u8>) = item.extract()?;
+        let name = response_header_name(&name).map_err(|_| {
+            PyValueError::new_err(format!(
+                "invalid header name {:?}",
+                String::from_utf8_lossy(&name)
+            ))
+        })?;
+        let value = response_header_value(&value)
+            .map_err(|_| PyValueError::new_err(format!("invalid value for header {name}")))?;
+        out.push((name, value));
+    }
+    Ok(out)
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Core {
+    fn dispatch(&self, py: Python<'_>, req: PendingRequest) -> PyResult<()> {
+        let line = RequestLine {
+            method: req.head.method.clone(),
+            uri: req.head.uri.clone(),
+            version: req.head.version,
+            peer: req.conn.peer,
+        };
+        let proto = Bound::new(
+            py,
+            HttpProtocol::new(req.exchange.clone(), self.ctx.clone(), line),
+        )?;
+        let started = self.scope.build(py, &req).and_then(|scope| {
+            let coro = self
+                .run_asgi
+                .bind(py)
+                .call1((self.app.bind(py), scope, proto.clone()))?;
+            self.spawner.spawn(py, coro)
+        });
+        if started.is_err() {
+            proto.get().fail_internal();
+        }
+        started
+    }
+
+    fn log_error(&self, py: Python<'_>, message: &str, err: PyErr) {
+        let kwargs = PyDict::new(py);
+        let _ = kwargs.set_item("exc_info", err.into_value(py));
+        let _ = self
+            .logger
+            .bind(py)
+            .call_method("error", (message,), Some(&kwargs));
+    }
+
+    fn take_runtime(&self) -> Option<IoRuntime> {
+        lock(&self.runtime).take()
+    }
+}
+
+#[pymethods]
+impl Core {
+    #[new]
+    #[pyo3(signature = (
+        app, event_loop, run_asgi, *, state=None, root_path="", server_header=true,
+        date_header=true, headers=None, http1_max_header_size=65536, http1_max_headers=100,
+        body_preread_limit=65536, header_read_timeout=Some(30.0), keep_alive=true,
+        runtime_threads=1, eager_tasks=None
+    ))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        app: Py<PyAny>,
+        event_loop: Py<PyAny>,
+        run_asgi: Py<PyAny>,
+        state: Option<Py<PyDict>>,
+        root_path: &str,
+        server_header: bool,
+        date_header: bool,
+        headers: Option<Bound<'_, PyList>>,
+        http1_max_header_size: usize,
+        http1_max_headers: usize,
+        body_preread_limit: u64,
+        header_read_timeout: Option<f64>,
+        keep_alive: bool,
+        runtime_threads: usize,
+        eager_tasks: Option<bool>,
+    ) -> PyResult<Self> {
+        let header_read_timeout = match header_read_timeout {
+            Some(t) if t.is_finite() && t > 0.0 => Some(Duration::from_secs_f64(t)),
+            Some(t) if t.is_finite() && t <= 0.0 => None,
+            None => None,
+            Some(_) => return Err(PyValueError::new_err("header_read_timeout must be finite")),
+        };
+        let config = Arc::new(ServerConfig {
+            server_header,
+            date_header,
+            extra_headers: match headers {
+                Some(h) => extra_headers(&h)?,
+                None => Vec::new(),
+            },
+            max_header_size: http1_max_header_size,
+            max_headers: http1_max_headers,
+            body_preread_limit,
+            header_read_timeout,
+            keep_alive,
+        });
+        let wakeup = Arc::new(Wakeup::new().map_err(|e| PyOSError::new_err(e.to_string()))?);
+        let runtime = IoRuntime::start(runtime_threads.max(1))
+            .map_err(|e| PyOSError::new_err(format!("cannot start the I/O runtime: {e}")))?;
+
+        let loop_ref = event_loop.bind(py);
+        let eager = match eager_tasks {
+            Some(e) => e,
+            None => {
+                let version = py.version_info();
+                (version.major, version.minor) >= (3, 12)
+            }
+        };
+        let spawner = if eager {
+            let kwargs = PyDict::new(py);
+            kwargs.set_item("loop", loop_ref)?;
+            kwargs.set_item("eager_start", true)?;
+            TaskSpawner::Eager {
+                task_type: py.import("asyncio")?.getattr("Task")?.unbind(),
+                kwargs: kwargs.unbind(),
+            }
+        } else {
+            TaskSpawner::CreateTask(loop_ref.getattr("create_task")?.unbind())
+        };
+        let ctx = Arc::new(LoopCtx {
+            create_future: loop_ref.getattr("create_future")?.unbind(),
+            runtime: runtime.handle().clone(),
+            config: config.clone(),
+            done: Py::new(py, Ready::new(None))?,
+        });
+        let logger = py
+            .import("logging")?
+            .call_method1("getLogger", ("ferrocorn.error",))?
+            .unbind();
+        Ok(Core {
+            app,
+            event_loop,
+            run_asgi,
+            spawner,
+            scope: ScopeFactory::new(py, root_path, state)?,
+            ctx,
+            shared: Arc::new(ServerShared::new(config, wakeup)),
+            runtime: Mutex::new(Some(runtime)),
+            listeners: Mutex::new(Vec::new()),
+            started: Mutex::new(false),
+            logger,
+        })
+    }
+
+    /// Takes ownership of `fd`, a bound and listening TCP socket.
+    fn listen_tcp(&self, fd: i32) -> PyResult<()> {
+        // SAFETY: the caller hands over a listening socket it no longer uses.
+        let listener = unsafe { std::net::TcpListener::from_raw_fd(fd) };
+        listener.set_nonblocking(true)?;
+        lock(&self.listeners).push(PendingListener::Tcp(listener));
+        Ok(())
+    }
+
+    /// Takes ownership of `fd`, a bound and listening Unix socket at `path`.
+    fn listen_unix(&self, fd: i32, path: &str) -> PyResult<()> {
+        // SAFETY: as for listen_tcp.
+        let listener = unsafe { std::os::unix::net::UnixListener::from_raw_fd(fd) };
+        listener.set_nonblocking(true)?;
+        lock(&self.listeners).push(PendingListener::Unix(listener, Arc::from(path)));
+        Ok(())
+    }
+
+    fn start(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let this = slf.get();
+        let mut started = lock(&this.started);
+        if *started {
+            return Err(PyRuntimeError::new_err("the server core is already started"));
+        }
+        let runtime = lock(&this.runtime);
+        let Some(runtime) = runtime.as_ref() else {
+            return Err(PyRuntimeError::new_err("the server core is closed"));
+        };
+        let handle = runtime.handle();
+        let _enter = handle.enter();
+        let mut listeners = Vec::new();
+        for pending in lock(&this.listeners).drain(..) {
+            listeners.push(match pending {
+                PendingListener::Tcp(l) => Listener::Tcp(tokio::net::TcpListener::from_std(l)?),
+                PendingListener::Unix(l, path) => {
+                    Listener::Unix(tokio::net::UnixListener::from_std(l)?, path)
+                }
+            });
+        }
+        this.event_loop.bind(slf.py()).call_method1(
+            "add_reader",
+            (this.shared.wakeup.fd(), slf.getattr("drain")?),
+        )?;
+        for listener in listeners {
+            handle.spawn(accept_loop(listener, this.shared.clone()));
+        }
+        *started = true;
+        Ok(())
+    }
+
+    /// The eventfd callback: dispatch everything tokio queued since the last wake-up.
+    fn drain(&self, py: Python<'_>) {
+        self.shared.wakeup.reset();
+        while let Some(event) = self.shared.wakeup.pop() {
+            let result = match event {
+                Event::Request(req) => self.dispatch(py, *req),
+                Event::Receive(ex) => HttpProtocol::on_receive_event(py, &ex),
+                Event::SendDone(ex) => HttpProtocol::on_send_done(py, &ex),
+            };
+            if let Err(err) = result {
+                self.log_error(py, "Error while dispatching a request", err);
+            }
+        }
+    }
+
+    fn stop_accepting(&self) {
+        self.shared.set_lifecycle(Lifecycle::StopAccepting);
+    }
+
+    fn shutdown(&self) {
+        self.shared.set_lifecycle(Lifecycle::Draining);
+    }
+
+    fn active_connections(&self) -> usize {
+        self.shared.active_connections()
+    }
+
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        self.shared.set_lifecycle(Lifecycle::Closing);
+        if std::mem::take(&mut *lock(&self.started)) {
+            let _ = self
+                .event_loop
+                .bind(py)
+                .call_method1("remove_reader", (self.shared.wakeup.fd(),));
+        }
+        if let Some(mut runtime) = self.take_runtime() {
+            py.detach(move || runtime.stop());
+        }
+        // Requests queued but never dispatched: drop them here, with the GIL.
+        while self.shared.wakeup.pop().is_some() {}
+        Ok(())
+    }
+}

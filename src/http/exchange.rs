@@ -1,0 +1,99 @@
+//! The state of one request/response exchange that both threads can see.
+//!
+//! tokio only touches the atomics; everything else (including Python futures) sits behind
+//! `state`, which only the loop thread locks (so the lock is never contended).
+
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use tokio::sync::Notify;
+
+use crate::asgi::state::LoopState;
+use crate::wakeup::{Event, Wakeup};
+
+/// A `receive()` is parked on the loop and wants an `Event::Receive` on the next change.
+const RECV_WAITING: u8 = 1;
+/// The client is gone, or hyper has finished with the response (it dropped our body).
+const CLOSED: u8 = 2;
+
+pub struct Exchange {
+    flags: AtomicU8,
+    wakeup: Arc<Wakeup>,
+    /// For streamed request bodies: the body pump waits on this before its first read when
+    /// the client sent `Expect: 100-continue` (hyper sends the 100 on that first read).
+    pub body_start: Option<Arc<Notify>>,
+    /// Outcome of the last backpressured send (true = accepted by the body channel).
+    pub send_ok: AtomicBool,
+    state: Mutex<LoopState>,
+}
+
+impl Exchange {
+    pub fn new(wakeup: Arc<Wakeup>, body_start: Option<Arc<Notify>>, state: LoopState) -> Self {
+        Exchange {
+            flags: AtomicU8::new(0),
+            wakeup,
+            body_start,
+            send_ok: AtomicBool::new(false),
+            state: Mutex::new(state),
+        }
+    }
+
+    pub fn wakeup(&self) -> &Arc<Wakeup> {
+        &self.wakeup
+    }
+
+    /// Loop thread only.
+    pub fn state(&self) -> MutexGuard<'_, LoopState> {
+        // A poisoned lock only means a panic happened while it was held; the state itself
+        // is still consistent enough to finish the exchange.
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn is_closed(&self) -> bool {
+        self.flags.load(Ordering::SeqCst) & CLOSED != 0
+    }
+
+    /// Loop side: ask to be woken on the next change. The caller re-checks afterwards.
+    pub fn arm_receive(&self) {
+        self.flags.fetch_or(RECV_WAITING, Ordering::SeqCst);
+    }
+
+    pub fn disarm_receive(&self) {
+        self.flags.fetch_and(!RECV_WAITING, Ordering::SeqCst);
+    }
+
+    /// tokio side: something changed; wake the loop only if a receive() is parked.
+    pub fn wake_receiver(self: &Arc<Self>) {
+        if self.flags.fetch_and(!RECV_WAITING, Ordering::SeqCst) & RECV_WAITING != 0 {
+            self.wakeup.push(Event::Receive(self.clone()));
+        }
+    }
+
+    pub fn mark_closed(self: &Arc<Self>) {
+        self.flags.fetch_or(CLOSED, Ordering::SeqCst);
+        self.wake_receiver();
+    }
+}
+
+/// Marks the exchange closed when dropped: held by hyper's service future until the response
+/// is handed over, then by the response body until hyper is done with it. Either drop means
+/// "no more can be sent", which is what `http.disconnect` and `ClientDisconnected` report.
+pub struct CloseGuard(Option<Arc<Exchange>>);
+
+impl CloseGuard {
+    pub fn new(exchange: Arc<Exchange>) -> Self {
+        CloseGuard(Some(exchange))
+    }
+
+    pub fn disarm(mut self) {
+        self.0 = None;
+    }
+}
+
+impl Drop for CloseGuard {
+    fn drop(&mut self) {
+        if let Some(exchange) = self.0.take() {
+            exchange.mark_closed();
+        }
+    }
+}

@@ -1,0 +1,59 @@
+//! Header checks shared by every protocol version.
+
+use http::header::{HeaderMap, HeaderName, HeaderValue, EXPECT};
+
+pub const SERVER_NAME: HeaderValue = HeaderValue::from_static("ferrocorn");
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum HeaderError {
+    InvalidName,
+    InvalidValue,
+}
+
+/// A response header name from the app: must be an RFC 9110 token (no CR, LF, NUL, spaces).
+pub fn response_header_name(name: &[u8]) -> Result<HeaderName, HeaderError> {
+    HeaderName::from_bytes(name).map_err(|_| HeaderError::InvalidName)
+}
+
+/// A response header value from the app: visible ASCII, obs-text, spaces and tabs only —
+/// CR, LF and NUL are refused so an app cannot inject headers or split the response.
+pub fn response_header_value(value: &[u8]) -> Result<HeaderValue, HeaderError> {
+    HeaderValue::from_bytes(value).map_err(|_| HeaderError::InvalidValue)
+}
+
+pub fn expects_continue(headers: &HeaderMap) -> bool {
+    headers
+        .get(EXPECT)
+        .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_must_be_tokens() {
+        assert!(response_header_name(b"x-ok").is_ok());
+        assert_eq!(response_header_name(b"X-Upper").unwrap().as_str(), "x-upper");
+        for bad in [&b"bad name"[..], b"bad\r\nname", b"nul\0", b"", b"colon:"] {
+            assert_eq!(response_header_name(bad), Err(HeaderError::InvalidName), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn values_refuse_injection() {
+        assert!(response_header_value(b"text/plain; charset=utf-8").is_ok());
+        assert!(response_header_value(b"tab\tok").is_ok());
+        for bad in [&b"a\r\nSet-Cookie: x"[..], b"a\nb", b"a\rb", b"nul\0"] {
+            assert_eq!(response_header_value(bad), Err(HeaderError::InvalidValue), "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn expect_continue_is_case_insensitive() {
+        let mut h = HeaderMap::new();
+        assert!(!expects_continue(&h));
+        h.insert(EXPECT, HeaderValue::from_static("100-Continue"));
+        assert!(expects_continue(&h));
+    }
+}

@@ -1,0 +1,5 @@
+//! Protocol-independent pieces of one request/response exchange, shared by tokio and the loop.
+
+pub mod body;
+pub mod exchange;
+pub mod headers;

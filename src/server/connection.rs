@@ -1,0 +1,63 @@
+//! Serving one accepted connection with hyper, and ending it on shutdown.
+
+use std::sync::Arc;
+
+use hyper::rt::{Read, Write};
+use hyper::server::conn::http1;
+use hyper::service::service_fn;
+use hyper_util::rt::TokioTimer;
+
+use crate::server::request::ConnInfo;
+use crate::server::service::{handle_request, ConnCtx};
+use crate::server::{Lifecycle, ServerShared};
+
+/// The HTTP/1.1 connection settings from the server config.
+fn http1_builder(shared: &ServerShared) -> http1::Builder {
+    let config = &shared.config;
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(TokioTimer::new())
+        .keep_alive(config.keep_alive)
+        .half_close(false)
+        .max_headers(config.max_headers)
+        .max_buf_size(config.max_header_size.max(8192) + 8192)
+        .header_read_timeout(config.header_read_timeout)
+        .auto_date_header(config.date_header)
+        // Batch the responses of pipelined requests into fewer writes.
+        .pipeline_flush(true);
+    builder
+}
+
+pub async fn serve_connection<I>(io: I, info: ConnInfo, shared: Arc<ServerShared>)
+where
+    I: Read + Write + Unpin + Send + 'static,
+{
+    let _count = shared.track_connection();
+    let mut lifecycle = shared.lifecycle.subscribe();
+    let ctx = Arc::new(ConnCtx {
+        info: Arc::new(info),
+        shared: shared.clone(),
+    });
+    let service = service_fn(move |req| handle_request(req, ctx.clone()));
+    let connection = http1_builder(&shared).serve_connection(io, service);
+    let mut connection = std::pin::pin!(connection);
+    let mut draining = false;
+    loop {
+        if !draining && *lifecycle.borrow_and_update() >= Lifecycle::Draining {
+            // Idle keep-alive connections close now; busy ones after their response.
+            connection.as_mut().graceful_shutdown();
+            draining = true;
+        }
+        if *lifecycle.borrow() >= Lifecycle::Closing {
+            return;
+        }
+        tokio::select! {
+            _ = connection.as_mut() => return,
+            changed = lifecycle.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+        }
+    }
+}

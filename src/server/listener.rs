@@ -1,0 +1,65 @@
+//! Accept loops for TCP and Unix listeners.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use hyper_util::rt::TokioIo;
+use tokio::net::{TcpListener, UnixListener};
+
+use crate::server::connection::serve_connection;
+use crate::server::request::{ConnInfo, LocalAddr};
+use crate::server::{Lifecycle, ServerShared};
+
+pub enum Listener {
+    Tcp(TcpListener),
+    Unix(UnixListener, Arc<str>),
+}
+
+/// Accept errors such as EMFILE are transient: back off briefly instead of spinning or dying.
+const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(50);
+
+pub async fn accept_loop(listener: Listener, shared: Arc<ServerShared>) {
+    let mut lifecycle = shared.lifecycle.subscribe();
+    loop {
+        if *lifecycle.borrow_and_update() >= Lifecycle::StopAccepting {
+            return; // Dropping the listener closes the socket.
+        }
+        tokio::select! {
+            changed = lifecycle.changed() => {
+                if changed.is_err() {
+                    return;
+                }
+            }
+            accepted = accept_one(&listener, &shared) => {
+                if accepted.is_err() {
+                    tokio::time::sleep(ACCEPT_ERROR_BACKOFF).await;
+                }
+            }
+        }
+    }
+}
+
+async fn accept_one(listener: &Listener, shared: &Arc<ServerShared>) -> std::io::Result<()> {
+    match listener {
+        Listener::Tcp(l) => {
+            let (stream, peer) = l.accept().await?;
+            // Responses are written whole; Nagle would only add latency.
+            let _ = stream.set_nodelay(true);
+            let local = stream.local_addr()?;
+            let info = ConnInfo {
+                peer: Some(peer),
+                local: LocalAddr::Tcp(local),
+            };
+            tokio::spawn(serve_connection(TokioIo::new(stream), info, shared.clone()));
+        }
+        Listener::Unix(l, path) => {
+            let (stream, _) = l.accept().await?;
+            let info = ConnInfo {
+                peer: None,
+                local: LocalAddr::Unix(path.clone()),
+            };
+            tokio::spawn(serve_connection(TokioIo::new(stream), info, shared.clone()));
+        }
+    }
+    Ok(())
+}

@@ -1,0 +1,75 @@
+//! The tokio side: accepting, serving connections with hyper, turning requests into events.
+//! Nothing in here touches Python.
+
+pub mod connection;
+pub mod listener;
+pub mod request;
+pub mod service;
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+
+use tokio::sync::watch;
+
+use crate::config::ServerConfig;
+use crate::wakeup::Wakeup;
+
+/// Where the server is in its life; connections and accept loops watch it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
+pub enum Lifecycle {
+    Running,
+    /// Listeners closed; open connections carry on.
+    StopAccepting,
+    /// Connections finish their in-flight request, then close (idle ones close now).
+    Draining,
+    /// Everything still open is dropped.
+    Closing,
+}
+
+pub struct ServerShared {
+    pub config: Arc<ServerConfig>,
+    pub wakeup: Arc<Wakeup>,
+    pub lifecycle: watch::Sender<Lifecycle>,
+    connections: AtomicUsize,
+}
+
+impl ServerShared {
+    pub fn new(config: Arc<ServerConfig>, wakeup: Arc<Wakeup>) -> Self {
+        ServerShared {
+            config,
+            wakeup,
+            lifecycle: watch::Sender::new(Lifecycle::Running),
+            connections: AtomicUsize::new(0),
+        }
+    }
+
+    pub fn set_lifecycle(&self, state: Lifecycle) {
+        // Never go backwards (a late stop_accepting must not undo a drain).
+        self.lifecycle.send_if_modified(|current| {
+            if state > *current {
+                *current = state;
+                true
+            } else {
+                false
+            }
+        });
+    }
+
+    pub fn active_connections(&self) -> usize {
+        self.connections.load(Ordering::SeqCst)
+    }
+
+    pub fn track_connection(self: &Arc<Self>) -> ConnectionGuard {
+        self.connections.fetch_add(1, Ordering::SeqCst);
+        ConnectionGuard(self.clone())
+    }
+}
+
+/// Counts a live connection; the count drops even if the connection task panics.
+pub struct ConnectionGuard(Arc<ServerShared>);
+
+impl Drop for ConnectionGuard {
+    fn drop(&mut self) {
+        self.0.connections.fetch_sub(1, Ordering::SeqCst);
+    }
+}
