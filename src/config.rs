@@ -18,6 +18,10 @@ pub struct ServerConfig {
     pub body_preread_limit: u64,
     pub header_read_timeout: Option<Duration>,
     pub keep_alive: bool,
+    /// Close a keep-alive connection idle (no request in flight) for this long.
+    pub keep_alive_timeout: Option<Duration>,
+    /// Answer 503 instead of dispatching beyond this many requests in flight.
+    pub limit_concurrency: Option<usize>,
 }
 
 impl Default for ServerConfig {
@@ -31,6 +35,8 @@ impl Default for ServerConfig {
             body_preread_limit: 64 * 1024,
             header_read_timeout: Some(Duration::from_secs(30)),
             keep_alive: true,
+            keep_alive_timeout: Some(Duration::from_secs(5)),
+            limit_concurrency: None,
         }
     }
 }

@@ -79,6 +79,18 @@ fn extra_headers(headers: &Bound<'_, PyList>) -> PyResult<Vec<(http::HeaderName,
     Ok(out)
 }
 
+/// A timeout in seconds from Python: None or 0 disables it.
+fn seconds(name: &str, value: Option<f64>) -> PyResult<Option<Duration>> {
+    match value {
+        None => Ok(None),
+        Some(t) if t == 0.0 => Ok(None),
+        Some(t) if t.is_finite() && t > 0.0 => Ok(Some(Duration::from_secs_f64(t))),
+        Some(t) => Err(PyValueError::new_err(format!(
+            "{name} must be a non-negative number of seconds, got {t}"
+        ))),
+    }
+}
+
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     m.lock().unwrap_or_else(|p| p.into_inner())
 }
@@ -129,7 +141,8 @@ impl Core {
         app, event_loop, run_asgi, *, state=None, root_path="", server_header=true,
         date_header=true, headers=None, http1_max_header_size=65536, http1_max_headers=100,
         body_preread_limit=65536, header_read_timeout=Some(30.0), keep_alive=true,
-        runtime_threads=1, eager_tasks=None
+        keep_alive_timeout=Some(5.0), limit_concurrency=None, runtime_threads=1,
+        eager_tasks=None
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -147,15 +160,13 @@ impl Core {
         body_preread_limit: u64,
         header_read_timeout: Option<f64>,
         keep_alive: bool,
+        keep_alive_timeout: Option<f64>,
+        limit_concurrency: Option<usize>,
         runtime_threads: usize,
         eager_tasks: Option<bool>,
     ) -> PyResult<Self> {
-        let header_read_timeout = match header_read_timeout {
-            Some(t) if t.is_finite() && t > 0.0 => Some(Duration::from_secs_f64(t)),
-            Some(t) if t.is_finite() && t <= 0.0 => None,
-            None => None,
-            Some(_) => return Err(PyValueError::new_err("header_read_timeout must be finite")),
-        };
+        let header_read_timeout = seconds("header_read_timeout", header_read_timeout)?;
+        let keep_alive_timeout = seconds("keep_alive_timeout", keep_alive_timeout)?;
         let config = Arc::new(ServerConfig {
             server_header,
             date_header,
@@ -168,6 +179,8 @@ impl Core {
             body_preread_limit,
             header_read_timeout,
             keep_alive,
+            keep_alive_timeout,
+            limit_concurrency,
         });
         let wakeup = Arc::new(Wakeup::new().map_err(|e| PyOSError::new_err(e.to_string()))?);
         let runtime = IoRuntime::start(runtime_threads.max(1))
@@ -292,6 +305,11 @@ impl Core {
 
     fn active_connections(&self) -> usize {
         self.shared.active_connections()
+    }
+
+    /// Requests received since start (for `--limit-max-requests`).
+    fn total_requests(&self) -> u64 {
+        self.shared.requests_total()
     }
 
     fn close(&self, py: Python<'_>) -> PyResult<()> {

@@ -43,6 +43,8 @@ class Core:
         body_preread_limit: int = 65536,
         header_read_timeout: float = 30.0,
         keep_alive: bool = True,
+        keep_alive_timeout: Optional[float] = 5.0,
+        limit_concurrency: Optional[int] = None,
         runtime_threads: int = 1,
         eager_tasks: Optional[bool] = None,
     ) -> None: ...
@@ -52,9 +54,13 @@ class Core:
         """Serve a bound, listening Unix socket; the core takes ownership of ``fd``."""
     def start(self) -> None:
         """Start accepting and register the wake-up eventfd on the loop."""
+    def drain(self) -> None:
+        """The eventfd reader callback: dispatch everything tokio queued."""
     def stop_accepting(self) -> None: ...
     def shutdown(self) -> None:
         """Graceful: close idle connections, let in-flight requests finish, then close."""
     def active_connections(self) -> int: ...
+    def total_requests(self) -> int:
+        """Requests received since start (for ``limit_max_requests``)."""
     def close(self) -> None:
         """Force-close every connection, unregister from the loop and stop the runtime."""

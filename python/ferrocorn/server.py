@@ -71,7 +71,7 @@ class Server:
             else:
                 self.started = True
                 self._log_started()
-                while not self.should_exit:
+                while not self.should_exit and not self._max_requests_reached():
                     await asyncio.sleep(_TICK)
                 await self._shutdown()
 
@@ -102,6 +102,8 @@ class Server:
             http1_max_headers=config.max_headers,
             body_preread_limit=config.body_preread_limit,
             header_read_timeout=config.header_read_timeout,
+            keep_alive_timeout=config.timeout_keep_alive,
+            limit_concurrency=config.limit_concurrency,
             runtime_threads=config.runtime_threads,
         )
         # The core owns the descriptor from here on; our socket object lets go of it.
@@ -112,6 +114,13 @@ class Server:
             core.listen_tcp(fd)
         core.start()
         self._core = core
+
+    def _max_requests_reached(self) -> bool:
+        limit = self.config.limit_max_requests
+        if limit is None or self._core is None or self._core.total_requests() < limit:
+            return False
+        logger.warning("Maximum request limit of %d exceeded. Terminating process.", limit)
+        return True
 
     def _log_started(self) -> None:
         for address in self.bound_addresses:

@@ -34,11 +34,10 @@ where
 {
     let _count = shared.track_connection();
     let mut lifecycle = shared.lifecycle.subscribe();
-    let ctx = Arc::new(ConnCtx {
-        info: Arc::new(info),
-        shared: shared.clone(),
-    });
-    let service = service_fn(move |req| handle_request(req, ctx.clone()));
+    let ctx = Arc::new(ConnCtx::new(info, shared.clone()));
+    let conn_ctx = ctx.clone();
+    let service = service_fn(move |req| handle_request(req, conn_ctx.clone()));
+    let keep_alive_timeout = shared.config.keep_alive_timeout;
     let connection = http1_builder(&shared).serve_connection(io, service);
     let mut connection = std::pin::pin!(connection);
     let mut draining = false;
@@ -51,11 +50,30 @@ where
         if *lifecycle.borrow() >= Lifecycle::Closing {
             return;
         }
+        // The keep-alive timer: re-armed on every pass, fires only while no request is in
+        // flight (hyper's own header timer also runs while idle, but longer).
+        let idle_deadline = async {
+            match (keep_alive_timeout, draining) {
+                (Some(timeout), false) => {
+                    let idle = ctx.idle_for().unwrap_or_default();
+                    tokio::time::sleep(timeout.saturating_sub(idle)).await
+                }
+                _ => std::future::pending().await,
+            }
+        };
         tokio::select! {
             _ = connection.as_mut() => return,
             changed = lifecycle.changed() => {
                 if changed.is_err() {
                     return;
+                }
+            }
+            () = idle_deadline => {
+                if let (Some(timeout), Some(idle)) = (keep_alive_timeout, ctx.idle_for()) {
+                    if idle >= timeout {
+                        connection.as_mut().graceful_shutdown();
+                        draining = true;
+                    }
                 }
             }
         }

@@ -6,7 +6,7 @@ pub mod listener;
 pub mod request;
 pub mod service;
 
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use tokio::sync::watch;
@@ -31,6 +31,8 @@ pub struct ServerShared {
     pub wakeup: Arc<Wakeup>,
     pub lifecycle: watch::Sender<Lifecycle>,
     connections: AtomicUsize,
+    requests_in_flight: AtomicUsize,
+    requests_total: AtomicU64,
 }
 
 impl ServerShared {
@@ -40,6 +42,8 @@ impl ServerShared {
             wakeup,
             lifecycle: watch::Sender::new(Lifecycle::Running),
             connections: AtomicUsize::new(0),
+            requests_in_flight: AtomicUsize::new(0),
+            requests_total: AtomicU64::new(0),
         }
     }
 
@@ -57,6 +61,27 @@ impl ServerShared {
 
     pub fn active_connections(&self) -> usize {
         self.connections.load(Ordering::SeqCst)
+    }
+
+    pub fn requests_total(&self) -> u64 {
+        self.requests_total.load(Ordering::Relaxed)
+    }
+
+    /// Admit a request unless `--limit-concurrency` is reached.
+    pub fn admit_request(&self) -> bool {
+        let in_flight = self.requests_in_flight.fetch_add(1, Ordering::SeqCst);
+        self.requests_total.fetch_add(1, Ordering::Relaxed);
+        match self.config.limit_concurrency {
+            Some(limit) if in_flight >= limit => {
+                self.requests_in_flight.fetch_sub(1, Ordering::SeqCst);
+                false
+            }
+            _ => true,
+        }
+    }
+
+    pub fn request_finished(&self) {
+        self.requests_in_flight.fetch_sub(1, Ordering::SeqCst);
     }
 
     pub fn track_connection(self: &Arc<Self>) -> ConnectionGuard {

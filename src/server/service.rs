@@ -2,18 +2,22 @@
 //! the loop thread, and waits for the app's response.
 
 use std::convert::Infallible;
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
+use std::time::{Duration, Instant};
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode};
-use http_body::Body as _;
+use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::asgi::protocol::error_response;
 use crate::asgi::state::{LoopState, RequestBody};
-use crate::http::body::{pump_request_body, ResponseBody, REQUEST_BODY_QUEUE};
+use crate::http::body::{pump_request_body, BodyAborted, ResponseBody, REQUEST_BODY_QUEUE};
 use crate::http::exchange::{CloseGuard, Exchange};
 use crate::http::headers::expects_continue;
 use crate::server::request::{ConnInfo, PendingRequest};
@@ -23,12 +27,94 @@ use crate::wakeup::Event;
 pub struct ConnCtx {
     pub info: Arc<ConnInfo>,
     pub shared: Arc<ServerShared>,
+    in_flight: AtomicUsize,
+    idle_since: Mutex<Instant>,
+}
+
+impl ConnCtx {
+    pub fn new(info: ConnInfo, shared: Arc<ServerShared>) -> Self {
+        ConnCtx {
+            info: Arc::new(info),
+            shared,
+            in_flight: AtomicUsize::new(0),
+            idle_since: Mutex::new(Instant::now()),
+        }
+    }
+
+    /// How long the connection has had no request in flight (None while one is).
+    pub fn idle_for(&self) -> Option<Duration> {
+        if self.in_flight.load(Ordering::SeqCst) > 0 {
+            return None;
+        }
+        Some(self.idle_since.lock().unwrap_or_else(|p| p.into_inner()).elapsed())
+    }
+}
+
+/// One request in flight, from the service call until hyper drops its response body.
+struct InFlight(Arc<ConnCtx>);
+
+impl InFlight {
+    fn new(conn: Arc<ConnCtx>) -> Self {
+        conn.in_flight.fetch_add(1, Ordering::SeqCst);
+        InFlight(conn)
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        *self.0.idle_since.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.0.shared.request_finished();
+    }
+}
+
+/// The response body plus the in-flight marker that lives exactly as long as hyper needs it.
+pub struct TrackedBody {
+    inner: ResponseBody,
+    _in_flight: Option<InFlight>,
+}
+
+impl Body for TrackedBody {
+    type Data = Bytes;
+    type Error = BodyAborted;
+
+    fn poll_frame(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyAborted>>> {
+        Pin::new(&mut self.inner).poll_frame(cx)
+    }
+
+    fn is_end_stream(&self) -> bool {
+        self.inner.is_end_stream()
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        self.inner.size_hint()
+    }
 }
 
 pub async fn handle_request(
     req: Request<Incoming>,
     conn: Arc<ConnCtx>,
-) -> Result<Response<ResponseBody>, Infallible> {
+) -> Result<Response<TrackedBody>, Infallible> {
+    let shared = &conn.shared;
+    if !shared.admit_request() {
+        let response = error_response(&shared.config, StatusCode::SERVICE_UNAVAILABLE, None);
+        return Ok(response.map(|inner| TrackedBody {
+            inner,
+            _in_flight: None,
+        }));
+    }
+    let in_flight = InFlight::new(conn.clone());
+    let response = respond(req, &conn).await;
+    Ok(response.map(|inner| TrackedBody {
+        inner,
+        _in_flight: Some(in_flight),
+    }))
+}
+
+async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>) -> Response<ResponseBody> {
     let shared = &conn.shared;
     let config = &shared.config;
     let (head, body) = req.into_parts();
@@ -43,7 +129,7 @@ pub async fn handle_request(
             // Small and announced: read it now so the first receive() completes at once.
             match body.collect().await {
                 Ok(collected) => RequestBody::Full(collected.to_bytes()),
-                Err(_) => return Ok(error_response(config, StatusCode::BAD_REQUEST, None)),
+                Err(_) => return error_response(config, StatusCode::BAD_REQUEST, None),
             }
         }
         _ => {
@@ -90,12 +176,12 @@ pub async fn handle_request(
         response = response_rx => match response {
             Ok(response) => {
                 guard.disarm();
-                Ok(response)
+                response
             }
             // The loop side dropped the request without answering (server closing).
-            Err(_) => Ok(error_response(config, StatusCode::SERVICE_UNAVAILABLE, None)),
+            Err(_) => error_response(config, StatusCode::SERVICE_UNAVAILABLE, None),
         },
         // A broken request body (bad chunk size, ...) before the app answered: 400, close.
-        () = body_failed => Ok(error_response(config, StatusCode::BAD_REQUEST, None)),
+        () = body_failed => error_response(config, StatusCode::BAD_REQUEST, None),
     }
 }

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# The whole test suite, from a fresh checkout: Rust unit tests, then the black-box pytest
+# suite against a release wheel under CPython and under PyPy (each in its own virtualenv).
+#
+#   bash tests/run_all.sh            # both interpreters
+#   INTERPRETERS=python3 bash tests/run_all.sh
+#
+# Needs: cargo, python3 (with pip), pypy3 (+ pypy3-dev) — .ci/run installs them on Debian.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+ROOT=$(pwd)
+INTERPRETERS=${INTERPRETERS:-"python3 pypy3"}
+PYTEST_ARGS=${PYTEST_ARGS:-"-q -ra"}
+
+echo "== cargo test"
+PYO3_PYTHON=$(command -v python3) cargo test --quiet
+
+python3 -m pip install --quiet "maturin==1.16.0"
+rm -rf "$ROOT/target/wheels-test"
+
+for interp in $INTERPRETERS; do
+    echo "== $interp: build the wheel"
+    python3 -m maturin build --release --interpreter "$(command -v "$interp")" \
+        --out "$ROOT/target/wheels-test/$interp" --quiet
+    venv="$ROOT/target/venv-test-$interp"
+    rm -rf "$venv"
+    "$interp" -m venv "$venv"
+    "$venv/bin/python" -m pip install --quiet --upgrade pip
+    "$venv/bin/python" -m pip install --quiet -r tests/requirements.txt
+    "$venv/bin/python" -m pip install --quiet "$ROOT"/target/wheels-test/"$interp"/*.whl
+    echo "== $interp: pytest"
+    # Run from the repo root so `tests.apps.*` import; `ferrocorn` comes from the wheel.
+    (cd "$ROOT" && "$venv/bin/python" -m pytest $PYTEST_ARGS tests)
+done
+echo "== all tests passed"
