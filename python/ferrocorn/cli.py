@@ -1,0 +1,305 @@
+"""The ``ferrocorn`` command line.
+
+Every option is also read from ``FERROCORN_<OPTION>`` (``--timeout-keep-alive`` from
+``FERROCORN_TIMEOUT_KEEP_ALIVE``) and the app from ``FERROCORN_APP``; flags given on the command
+line win over the environment.
+"""
+
+from __future__ import annotations
+
+import importlib
+import inspect
+import platform
+import sys
+from collections.abc import Callable
+from importlib import metadata
+from typing import Any
+
+import click
+
+from .config import INTERFACES, LIFESPAN_MODES, LOG_LEVELS, LOOP_CHOICES, Config, ConfigError
+
+# Config is the single source of the defaults shown in --help.
+_DEFAULTS: dict[str, Any] = {
+    name: param.default
+    for name, param in inspect.signature(Config.__init__).parameters.items()
+    if param.default is not inspect.Parameter.empty
+}
+
+# How --help groups the options: (section title, parameter names).  Anything not listed
+# lands in "Other options".
+_SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
+    ("Binding", ("host", "port", "uds", "uds_permissions", "fd", "backlog")),
+    ("Application", ("factory", "app_dir", "interface", "lifespan", "root_path", "env_file")),
+    (
+        "HTTP",
+        (
+            "server_header",
+            "date_header",
+            "header",
+            "timeout_keep_alive",
+            "timeout_graceful_shutdown",
+        ),
+    ),
+    (
+        "Limits",
+        (
+            "limit_concurrency",
+            "limit_max_requests",
+            "max_header_size",
+            "max_headers",
+            "body_preread_limit",
+            "header_read_timeout",
+        ),
+    ),
+    ("Logging", ("log_level", "log_config", "access_log")),
+    ("Runtime", ("loop", "runtime_threads")),
+)
+
+
+class _SectionedCommand(click.Command):
+    """A command whose ``--help`` lists options in titled sections."""
+
+    def format_options(self, ctx: click.Context, formatter: click.HelpFormatter) -> None:
+        records: dict[str, tuple[str, str]] = {}
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is not None and param.name is not None:
+                records[param.name] = record
+        for title, names in _SECTIONS:
+            rows = [records.pop(name) for name in names if name in records]
+            if rows:
+                with formatter.section(f"{title} options"):
+                    formatter.write_dl(rows)
+        if records:
+            with formatter.section("Other options"):
+                formatter.write_dl(list(records.values()))
+
+
+class _Seconds(click.ParamType):
+    """A non-negative number of seconds, or ``none`` for no limit."""
+
+    name = "seconds"
+
+    def convert(self, value: Any, param: click.Parameter | None, ctx: click.Context | None) -> Any:
+        if value is None or isinstance(value, (int, float)):
+            return value
+        if str(value).strip().lower() == "none":
+            return None
+        try:
+            return float(value)
+        except ValueError:
+            self.fail(f"{value!r} is not a number of seconds or 'none'.", param, ctx)
+
+
+def _option(*decls: str, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
+    """``click.option`` that shows its FERROCORN_* variable in --help."""
+    kwargs.setdefault("show_envvar", True)
+    return click.option(*decls, **kwargs)
+
+
+def _version() -> str:
+    try:
+        return metadata.version("ferrocorn")
+    except metadata.PackageNotFoundError:
+        pass
+    try:
+        # Running from a source tree: the extension carries the crate's version.
+        from ferrocorn._ferrocorn import __version__
+    except ImportError:
+        return "unknown"
+    return __version__
+
+
+def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
+    if not value or ctx.resilient_parsing:
+        return
+    click.echo(
+        f"ferrocorn {_version()} ({platform.python_implementation()} "
+        f"{platform.python_version()}) on {platform.system()}"
+    )
+    ctx.exit()
+
+
+@click.command(
+    cls=_SectionedCommand,
+    context_settings={
+        "auto_envvar_prefix": "FERROCORN",
+        "help_option_names": ["-h", "--help"],
+        "max_content_width": 100,
+        "show_default": True,
+    },
+)
+@click.argument("app", envvar="FERROCORN_APP")
+# Binding
+@_option("--host", default=_DEFAULTS["host"], help="Bind the socket to this host.")
+@_option("--port", type=int, default=_DEFAULTS["port"], help="Bind the socket to this port.")
+@_option("--uds", type=str, default=None, help="Bind to a Unix domain socket at this path.")
+@_option(
+    "--uds-permissions",
+    metavar="OCTAL",
+    default=None,
+    help="File mode of the --uds socket, in octal (e.g. 660).",
+)
+@_option("--fd", type=int, default=None, help="Serve an inherited socket file descriptor.")
+@_option(
+    "--backlog",
+    type=int,
+    default=_DEFAULTS["backlog"],
+    help="Maximum number of connections waiting to be accepted.",
+)
+# Application
+@_option(
+    "--factory",
+    is_flag=True,
+    default=False,
+    help="Treat APP as a factory: call it with no arguments to get the ASGI app.",
+)
+@_option(
+    "--app-dir",
+    default=_DEFAULTS["app_dir"],
+    show_default=False,
+    help="Import APP from this directory (put first on sys.path). [default: current directory]",
+)
+@_option(
+    "--interface",
+    type=click.Choice(INTERFACES),
+    default=_DEFAULTS["interface"],
+    help="Application interface; 'auto' inspects the app.",
+)
+@_option(
+    "--lifespan",
+    type=click.Choice(LIFESPAN_MODES),
+    default=_DEFAULTS["lifespan"],
+    help="Lifespan protocol: 'auto' uses it when the app supports it.",
+)
+@_option(
+    "--root-path",
+    default=_DEFAULTS["root_path"],
+    help="ASGI root_path, for an app mounted below a path prefix (e.g. behind a proxy).",
+)
+@_option(
+    "--env-file",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Load KEY=VALUE environment variables from this file before importing APP.",
+)
+# HTTP
+@_option(
+    "--server-header/--no-server-header",
+    default=_DEFAULTS["server_header"],
+    help="Send a 'Server: ferrocorn' header.",
+)
+@_option(
+    "--date-header/--no-date-header",
+    default=_DEFAULTS["date_header"],
+    help="Send a 'Date' header.",
+)
+@_option(
+    "--header",
+    metavar="NAME:VALUE",
+    multiple=True,
+    show_default=False,
+    help="Add a response header; repeatable. The variable takes space-separated headers.",
+)
+@_option(
+    "--timeout-keep-alive",
+    type=float,
+    default=_DEFAULTS["timeout_keep_alive"],
+    help="Close idle keep-alive connections after this many seconds.",
+)
+@_option(
+    "--timeout-graceful-shutdown",
+    type=_Seconds(),
+    default=_DEFAULTS["timeout_graceful_shutdown"],
+    help="On shutdown, wait at most this long for requests in flight ('none': no limit).",
+)
+# Limits
+@_option(
+    "--limit-concurrency",
+    type=int,
+    default=None,
+    help="Answer 503 above this many concurrent connections or tasks.",
+)
+@_option(
+    "--limit-max-requests",
+    type=int,
+    default=None,
+    help="Exit after serving this many requests (a supervisor restarts the worker).",
+)
+@_option(
+    "--max-header-size",
+    type=int,
+    default=_DEFAULTS["max_header_size"],
+    help="Largest accepted request head, in bytes.",
+)
+@_option(
+    "--max-headers",
+    type=int,
+    default=_DEFAULTS["max_headers"],
+    help="Most request headers accepted.",
+)
+@_option(
+    "--body-preread-limit",
+    type=int,
+    default=_DEFAULTS["body_preread_limit"],
+    help="Read request bodies up to this size before calling the app.",
+)
+@_option(
+    "--header-read-timeout",
+    type=float,
+    default=_DEFAULTS["header_read_timeout"],
+    help="Seconds a client has to send the request head.",
+)
+# Logging
+@_option(
+    "--log-level",
+    type=click.Choice(list(LOG_LEVELS), case_sensitive=False),
+    default=None,
+    show_default=False,
+    help="Log level. [default: info, or as set by --log-config]",
+)
+@_option(
+    "--log-config",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Logging configuration file: .json or .yaml (dictConfig) or .ini (fileConfig).",
+)
+@_option(
+    "--access-log/--no-access-log",
+    default=_DEFAULTS["access_log"],
+    help="Log one line per request.",
+)
+# Runtime
+@_option(
+    "--loop",
+    type=click.Choice(LOOP_CHOICES),
+    default=_DEFAULTS["loop"],
+    help="Event loop; 'auto' picks uvloop when installed (CPython).",
+)
+@_option(
+    "--runtime-threads",
+    type=int,
+    default=_DEFAULTS["runtime_threads"],
+    help="Threads of the Rust network runtime.",
+)
+@click.option(
+    "--version",
+    is_flag=True,
+    expose_value=False,
+    is_eager=True,
+    callback=_print_version,
+    help="Show the version and exit.",
+)
+def main(app: str, **options: Any) -> None:
+    """Serve the ASGI application APP, given as "module:attribute" (or FERROCORN_APP)."""
+    # Option names are Config's keyword names; only --header (repeatable) is renamed.
+    options["headers"] = list(options.pop("header"))
+    try:
+        config = Config(app, **options)
+    except ConfigError as exc:
+        click.echo(f"Error: {str(exc).replace(chr(10), ' ')}", err=True)
+        sys.exit(1)
+    # Imported late: it loads the Rust core, which --help, --version and bad options don't need.
+    server = importlib.import_module("ferrocorn.server")
+    sys.exit(server.run_config(config))

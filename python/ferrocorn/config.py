@@ -1,0 +1,724 @@
+"""Server configuration: validated options, app loading, the listening socket and logging.
+
+``Config`` holds no running state.  Constructing one validates every option (raising
+``ConfigError`` with a one-line message), loads ``env_file`` and configures logging, like
+uvicorn does; ``load()`` imports the app and ``bind_socket()`` creates the listener.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import importlib.util
+import inspect
+import io
+import json
+import logging
+import logging.config
+import os
+import platform
+import re
+import socket
+import stat
+import sys
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from .importer import ImportFromStringError, import_from_string
+
+__all__ = [
+    "INTERFACES",
+    "LIFESPAN_MODES",
+    "LOG_LEVELS",
+    "LOOP_CHOICES",
+    "TRACE_LOG_LEVEL",
+    "Config",
+    "ConfigError",
+    "DefaultFormatter",
+    "socket_kind",
+]
+
+TRACE_LOG_LEVEL = 5
+logging.addLevelName(TRACE_LOG_LEVEL, "TRACE")
+
+LOG_LEVELS: dict[str, int] = {
+    "critical": logging.CRITICAL,
+    "error": logging.ERROR,
+    "warning": logging.WARNING,
+    "info": logging.INFO,
+    "debug": logging.DEBUG,
+    "trace": TRACE_LOG_LEVEL,
+}
+LOOP_CHOICES = ("auto", "asyncio", "uvloop")
+LIFESPAN_MODES = ("auto", "on", "off")
+INTERFACES = ("auto", "asgi3", "asgi2")
+
+# Loggers owned by the server; the parent carries the stderr handler.
+_LOGGER_NAMES = ("ferrocorn", "ferrocorn.error", "ferrocorn.access")
+
+logger = logging.getLogger("ferrocorn.error")
+
+# "Name:Value" or a (name, value) pair of str or latin-1 bytes.
+HeaderItem = Any
+
+
+class ConfigError(Exception):
+    """An invalid option, or an app / socket that cannot be set up; ``str()`` is one line."""
+
+
+# --------------------------------------------------------------------------- logging
+
+
+class DefaultFormatter(logging.Formatter):
+    """Formats ``INFO:     message`` (the level padded so messages line up), optionally coloured.
+
+    Use ``%(levelprefix)s`` in a custom ``fmt`` to get the padded, coloured level.
+    """
+
+    _COLOURS = {
+        "TRACE": "\x1b[34m",  # blue
+        "DEBUG": "\x1b[36m",  # cyan
+        "INFO": "\x1b[32m",  # green
+        "WARNING": "\x1b[33m",  # yellow
+        "ERROR": "\x1b[31m",  # red
+        "CRITICAL": "\x1b[91m",  # bright red
+    }
+
+    def __init__(
+        self,
+        fmt: str | None = "%(levelprefix)s %(message)s",
+        datefmt: str | None = None,
+        style: str = "%",
+        use_colours: bool = False,
+    ) -> None:
+        super().__init__(fmt, datefmt, style)  # type: ignore[arg-type]  # style is a Literal
+        self.use_colours = use_colours
+        # Cached per level name: formatting runs for every access-log line.
+        self._prefixes: dict[str, str] = {}
+
+    def _prefix(self, levelname: str) -> str:
+        prefix = self._prefixes.get(levelname)
+        if prefix is None:
+            padding = " " * max(0, 8 - len(levelname))
+            colour = self._COLOURS.get(levelname) if self.use_colours else None
+            shown = f"{colour}{levelname}\x1b[0m" if colour else levelname
+            prefix = self._prefixes[levelname] = f"{shown}:{padding}"
+        return prefix
+
+    def formatMessage(self, record: logging.LogRecord) -> str:
+        record.levelprefix = self._prefix(record.levelname)
+        return super().formatMessage(record)
+
+
+class _StdStreamHandler(logging.StreamHandler):
+    """Writes to ``sys.stdout``/``sys.stderr`` as they are at emit time.
+
+    Test runners and daemonising wrappers replace the std streams after logging is set up; a
+    handler holding the old object would write to a closed file.
+    """
+
+    def __init__(self, stream_name: str) -> None:
+        logging.Handler.__init__(self)
+        self._stream_name = stream_name
+
+    @property
+    def stream(self) -> Any:  # type: ignore[override]
+        return getattr(sys, self._stream_name)
+
+
+def _wants_colour(stream: Any) -> bool:
+    if "NO_COLOR" in os.environ:  # https://no-color.org
+        return False
+    try:
+        return bool(stream.isatty())
+    except (AttributeError, ValueError):  # no isatty, or already closed
+        return False
+
+
+def _set_own_handler(target: logging.Logger, stream_name: str) -> None:
+    """Install our std-stream handler on ``target``, replacing one a previous call installed."""
+    for handler in list(target.handlers):
+        if isinstance(handler, _StdStreamHandler):
+            target.removeHandler(handler)
+    handler = _StdStreamHandler(stream_name)
+    handler.setFormatter(DefaultFormatter(use_colours=_wants_colour(getattr(sys, stream_name))))
+    target.addHandler(handler)
+
+
+# --------------------------------------------------------------------------- env files
+
+
+def _parse_env(text: str) -> dict[str, str]:
+    """A minimal ``.env`` reader, used when python-dotenv (full syntax) is not installed.
+
+    Supports ``KEY=VALUE``, ``export KEY=VALUE``, ``#`` comments and single or double quotes.
+    """
+    values: dict[str, str] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("export "):
+            line = line[len("export ") :].lstrip()
+        key, sep, value = line.partition("=")
+        key, value = key.strip(), value.strip()
+        if not sep or not key:
+            continue
+        if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+            value = value[1:-1]
+        else:
+            value = value.split(" #", 1)[0].rstrip()
+        values[key] = value
+    return values
+
+
+# --------------------------------------------------------------------------- ASGI apps
+
+
+class _ASGI2Adapter:
+    """Runs an ASGI2 app (``app(scope)`` returns ``instance(receive, send)``) as ASGI3."""
+
+    __slots__ = ("app",)
+
+    def __init__(self, app: Callable[[dict[str, Any]], Any]) -> None:
+        self.app = app
+
+    async def __call__(
+        self,
+        scope: dict[str, Any],
+        receive: Callable[[], Awaitable[dict[str, Any]]],
+        send: Callable[[dict[str, Any]], Awaitable[None]],
+    ) -> None:
+        instance = self.app(scope)
+        await instance(receive, send)
+
+
+def _is_coroutine_function(obj: Any) -> bool:
+    if inspect.iscoroutinefunction(obj):
+        return True
+    # Before 3.12 code marked "async" by hand (asgiref, AsyncMock) set asyncio's private
+    # marker instead of the inspect flag; asyncio.iscoroutinefunction is deprecated in 3.14.
+    marker = getattr(asyncio.coroutines, "_is_coroutine", None)
+    return marker is not None and getattr(obj, "_is_coroutine", None) is marker
+
+
+def _looks_like_asgi3(app: Any) -> bool:
+    """uvicorn's rule: an awaitable class, a coroutine function or an async ``__call__``."""
+    if inspect.isclass(app):
+        return hasattr(app, "__await__")
+    if _is_coroutine_function(app):
+        return True
+    # The call syntax looks ``__call__`` up on the type, so that is the one to inspect.
+    return _is_coroutine_function(type(app).__call__)
+
+
+def _accepts(app: Any, count: int) -> bool | None:
+    """Whether ``app`` can be called with ``count`` positional args; None when unknowable."""
+    try:
+        signature = inspect.signature(app)
+    except (TypeError, ValueError):  # some builtins and extension types have none
+        return None
+    try:
+        signature.bind(*([None] * count))
+    except TypeError:
+        return False
+    return True
+
+
+# --------------------------------------------------------------------------- sockets
+
+
+def socket_kind(sock: socket.socket) -> str:
+    """``"unix"`` for a Unix-domain socket, else ``"tcp"``: which ``Core.listen_*`` to call."""
+    return "unix" if sock.family == getattr(socket, "AF_UNIX", None) else "tcp"
+
+
+def _remove_stale_unix_socket(path: str) -> None:
+    """Unlink a socket file nobody listens on; refuse to touch a live socket or other file."""
+    try:
+        mode = os.lstat(path).st_mode
+    except FileNotFoundError:
+        return
+    if not stat.S_ISSOCK(mode):
+        raise OSError(errno.EEXIST, "path exists and is not a socket")
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(1.0)
+    try:
+        probe.connect(path)
+    except ConnectionRefusedError:
+        os.unlink(path)  # left behind by a server that did not shut down cleanly
+        return
+    except socket.timeout:
+        pass  # a listener whose backlog is full is still a live server
+    finally:
+        probe.close()
+    raise OSError(errno.EADDRINUSE, "another server is listening on this socket")
+
+
+def _uvloop_installed() -> bool:
+    """Checked without importing it, so a bad --loop fails before anything starts."""
+    try:
+        return importlib.util.find_spec("uvloop") is not None
+    except ValueError:  # already imported without a __spec__ (a stand-in module)
+        return True
+
+
+# --------------------------------------------------------------------------- validation
+
+
+def _check_choice(name: str, value: Any, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        allowed = ", ".join(f'"{c}"' for c in choices)
+        raise ConfigError(f"Invalid {name} {value!r}: expected one of {allowed}.")
+    return str(value)
+
+
+def _check_int(name: str, value: Any, minimum: int, maximum: int | None = None) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ConfigError(f"Invalid {name} {value!r}: expected an integer.")
+    if value < minimum or (maximum is not None and value > maximum):
+        upper = f" and <= {maximum}" if maximum is not None else ""
+        raise ConfigError(f"Invalid {name} {value}: must be >= {minimum}{upper}.")
+    return value
+
+
+def _check_optional_int(name: str, value: Any, minimum: int) -> int | None:
+    return None if value is None else _check_int(name, value, minimum)
+
+
+def _check_seconds(name: str, value: Any, allow_zero: bool = True) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or value != value:
+        raise ConfigError(f"Invalid {name} {value!r}: expected a number of seconds.")
+    if value < 0 or (value == 0 and not allow_zero):
+        raise ConfigError(f"Invalid {name} {value}: must be {'>=' if allow_zero else '>'} 0.")
+    return float(value)
+
+
+def _check_log_level(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        level = LOG_LEVELS.get(value.lower())
+        if level is None:
+            raise ConfigError(
+                f"Invalid log_level {value!r}: expected one of {', '.join(LOG_LEVELS)}."
+            )
+        return level
+    return _check_int("log_level", value, 0)
+
+
+def _check_permissions(value: Any) -> int | None:
+    if value is None:
+        return None
+    if isinstance(value, str):
+        # CLI and env values are octal, like chmod: "660", "0660" or "0o660".
+        try:
+            value = int(value, 8)
+        except ValueError:
+            raise ConfigError(
+                f"Invalid uds_permissions {value!r}: expected octal digits such as 660."
+            ) from None
+    return _check_int("uds_permissions", value, 0, 0o7777)
+
+
+_HEADER_NAME = re.compile(r"[!#$%&'*+\-.^_`|~0-9A-Za-z]+\Z")  # RFC 9110 token
+_HEADER_VALUE_FORBIDDEN = re.compile(r"[\x00-\x08\x0a-\x1f\x7f]")  # CTLs except HTAB
+
+
+def _encode_header(item: Any) -> tuple[bytes, bytes]:
+    if isinstance(item, str):
+        name, sep, value = item.partition(":")
+        if not sep:
+            raise ConfigError(f'Invalid header {item!r}: expected "Name:Value".')
+    else:
+        try:
+            name, value = item
+        except (TypeError, ValueError):
+            raise ConfigError(
+                f'Invalid header {item!r}: expected a "Name:Value" string or a (name, value) pair.'
+            ) from None
+    # bytes are taken as latin-1, the encoding HTTP/1.1 header values travel in.
+    if isinstance(name, bytes):
+        name = name.decode("latin-1")
+    if isinstance(value, bytes):
+        value = value.decode("latin-1")
+    if not isinstance(name, str) or not isinstance(value, str):
+        raise ConfigError(f"Invalid header {item!r}: name and value must be str or bytes.")
+    name, value = name.strip(), value.strip()
+    if not _HEADER_NAME.match(name):
+        raise ConfigError(f"Invalid header {item!r}: {name!r} is not a valid header name.")
+    if _HEADER_VALUE_FORBIDDEN.search(value):
+        raise ConfigError(f"Invalid header {item!r}: the value contains control characters.")
+    try:
+        encoded_value = value.encode("latin-1")
+    except UnicodeEncodeError:
+        raise ConfigError(
+            f"Invalid header {item!r}: the value must be encodable as latin-1."
+        ) from None
+    return name.lower().encode("latin-1"), encoded_value
+
+
+# --------------------------------------------------------------------------- Config
+
+
+class Config:
+    def __init__(
+        self,
+        app: str | Callable[..., Any],
+        *,
+        host: str = "127.0.0.1",
+        port: int = 8000,
+        uds: str | os.PathLike[str] | None = None,
+        uds_permissions: int | str | None = None,
+        fd: int | None = None,
+        backlog: int = 2048,
+        loop: str = "auto",
+        lifespan: str = "auto",
+        root_path: str = "",
+        log_level: str | int | None = "info",
+        log_config: dict[str, Any] | str | os.PathLike[str] | None = None,
+        access_log: bool = True,
+        timeout_graceful_shutdown: float | None = 30.0,
+        timeout_keep_alive: float = 5,
+        factory: bool = False,
+        app_dir: str | None = "",
+        server_header: bool = True,
+        date_header: bool = True,
+        headers: list[HeaderItem] | None = None,
+        interface: str = "auto",
+        env_file: str | os.PathLike[str] | None = None,
+        limit_concurrency: int | None = None,
+        limit_max_requests: int | None = None,
+        max_header_size: int = 65536,
+        max_headers: int = 100,
+        body_preread_limit: int = 65536,
+        header_read_timeout: float = 30.0,
+        runtime_threads: int = 1,
+    ) -> None:
+        if not isinstance(app, str) and not callable(app):
+            raise ConfigError(f"Invalid app {app!r}: expected an ASGI app or an import string.")
+        self.app = app
+        self.host = host
+        self.port = _check_int("port", port, 0, 65535)
+        self.uds = os.fspath(uds) if uds is not None else None
+        self.uds_permissions = _check_permissions(uds_permissions)
+        self.fd = _check_optional_int("fd", fd, 0)
+        if self.uds is not None and self.fd is not None:
+            raise ConfigError("Options uds and fd are mutually exclusive.")
+        self.backlog = _check_int("backlog", backlog, 1)
+        self.loop = _check_choice("loop", loop, LOOP_CHOICES)
+        if self.loop == "uvloop" and not _uvloop_installed():
+            raise ConfigError('loop="uvloop" requires uvloop: pip install uvloop.')
+        self.lifespan = _check_choice("lifespan", lifespan, LIFESPAN_MODES)
+        if root_path and not root_path.startswith("/"):
+            raise ConfigError(f"Invalid root_path {root_path!r}: it must start with '/'.")
+        # The core builds path = root_path + path, so "/api/" would yield "/api//x".
+        self.root_path = root_path.rstrip("/")
+        self.log_level = log_level
+        self.log_level_no = _check_log_level(log_level)
+        self.log_config = log_config
+        self.access_log = bool(access_log)
+        self.timeout_graceful_shutdown = (
+            None
+            if timeout_graceful_shutdown is None
+            else _check_seconds("timeout_graceful_shutdown", timeout_graceful_shutdown)
+        )
+        self.timeout_keep_alive = _check_seconds("timeout_keep_alive", timeout_keep_alive)
+        self.factory = bool(factory)
+        self.app_dir = app_dir
+        self.server_header = bool(server_header)
+        self.date_header = bool(date_header)
+        self.headers: list[HeaderItem] = list(headers or [])
+        for item in self.headers:
+            _encode_header(item)  # fail at construction, not at the first request
+        self.interface = _check_choice("interface", interface, INTERFACES)
+        self.env_file = os.fspath(env_file) if env_file is not None else None
+        self.limit_concurrency = _check_optional_int("limit_concurrency", limit_concurrency, 1)
+        self.limit_max_requests = _check_optional_int("limit_max_requests", limit_max_requests, 1)
+        self.max_header_size = _check_int("max_header_size", max_header_size, 1024)
+        self.max_headers = _check_int("max_headers", max_headers, 1)
+        self.body_preread_limit = _check_int("body_preread_limit", body_preread_limit, 0)
+        self.header_read_timeout = _check_seconds(
+            "header_read_timeout", header_read_timeout, allow_zero=False
+        )
+        self.runtime_threads = _check_int("runtime_threads", runtime_threads, 1)
+
+        self.loaded = False
+        self.loaded_app: Callable[..., Awaitable[None]] | None = None
+        self.asgi_version = "3.0"  # "2.0" once load() has wrapped an ASGI2 app
+
+        self.configure_logging()
+        if self.env_file is not None:
+            self._load_env_file(self.env_file)
+
+    # ------------------------------------------------------------------ headers
+
+    @property
+    def encoded_headers(self) -> list[tuple[bytes, bytes]]:
+        """Extra response headers as (lowercase name, value) latin-1 bytes."""
+        return [_encode_header(item) for item in self.headers]
+
+    # ------------------------------------------------------------------ env / logging
+
+    def _load_env_file(self, path: str) -> None:
+        try:
+            with open(path, encoding="utf-8") as file:
+                text = file.read()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f'Could not read env file "{path}": {exc}') from exc
+        logger.info("Loading environment from '%s'", path)
+        try:
+            import dotenv
+        except ImportError:
+            # Like python-dotenv's default, the process environment wins over the file.
+            for key, value in _parse_env(text).items():
+                os.environ.setdefault(key, value)
+        else:
+            dotenv.load_dotenv(stream=io.StringIO(text))
+
+    def configure_logging(self) -> None:
+        """Set up ``ferrocorn``, ``ferrocorn.error`` and ``ferrocorn.access``; idempotent.
+
+        Called by the constructor.  Without ``log_config`` the messages go to stderr and the
+        access log to stdout; ``log_config`` (a dictConfig dict or a .json/.yaml/.ini path)
+        replaces that default.  ``log_level`` and ``access_log`` are applied last.
+        """
+        if self.log_config is None:
+            parent = logging.getLogger("ferrocorn")
+            _set_own_handler(parent, "stderr")
+            parent.propagate = False  # uvicorn-like: no duplicates through the root logger
+            access = logging.getLogger("ferrocorn.access")
+            _set_own_handler(access, "stdout")
+            access.propagate = False
+            logging.getLogger("ferrocorn.error").propagate = True
+            for name in _LOGGER_NAMES:
+                logging.getLogger(name).setLevel(logging.INFO)
+                logging.getLogger(name).disabled = False
+        else:
+            self._apply_log_config(self.log_config)
+
+        if self.log_level_no is not None:
+            for name in _LOGGER_NAMES:
+                logging.getLogger(name).setLevel(self.log_level_no)
+        if not self.access_log:
+            access = logging.getLogger("ferrocorn.access")
+            access.propagate = False
+            # A disabled logger answers isEnabledFor() with False, so access lines are
+            # neither built nor formatted.
+            access.disabled = True
+
+    @staticmethod
+    def _apply_log_config(log_config: Any) -> None:
+        if isinstance(log_config, dict):
+            source = "log_config"
+        else:
+            source = f'"{os.fspath(log_config)}"'
+        try:
+            if isinstance(log_config, dict):
+                logging.config.dictConfig(log_config)
+                return
+            path = os.fspath(log_config)
+            lowered = path.lower()
+            if lowered.endswith(".json"):
+                with open(path, encoding="utf-8") as file:
+                    logging.config.dictConfig(json.load(file))
+            elif lowered.endswith((".yaml", ".yml")):
+                try:
+                    import yaml
+                except ImportError:
+                    raise ConfigError(
+                        f"Could not configure logging from {source}: PyYAML is not installed."
+                    ) from None
+                with open(path, encoding="utf-8") as file:
+                    loaded = yaml.safe_load(file)
+                if not isinstance(loaded, dict):
+                    raise ValueError("the file does not contain a mapping")
+                logging.config.dictConfig(loaded)
+            else:
+                if not os.path.isfile(path):  # fileConfig's own error for this is cryptic
+                    raise FileNotFoundError(errno.ENOENT, "No such file", path)
+                logging.config.fileConfig(path, disable_existing_loggers=False)
+        except ConfigError:
+            raise
+        except Exception as exc:  # any user-config mistake: json, yaml, configparser, dictConfig
+            message = str(exc).replace("\n", " ")
+            raise ConfigError(
+                f"Could not configure logging from {source}: {type(exc).__name__}: {message}"
+            ) from exc
+
+    # ------------------------------------------------------------------ app loading
+
+    def _app_name(self) -> str:
+        return f'"{self.app}"' if isinstance(self.app, str) else repr(self.app)
+
+    def load(self) -> None:
+        """Import (and with ``factory`` call) the app; set ``loaded_app`` to an ASGI3 callable."""
+        if self.loaded:
+            return
+        if self.app_dir is not None and sys.path[:1] != [self.app_dir]:
+            sys.path.insert(0, self.app_dir)
+
+        app: Any = self.app
+        if isinstance(app, str):
+            try:
+                app = import_from_string(app)
+            except ImportFromStringError as exc:
+                raise ConfigError(f"Error loading ASGI app. {exc}") from exc
+
+        if self.factory:
+            if not callable(app):
+                raise ConfigError(
+                    f"Error loading ASGI app factory. {self._app_name()} is not callable."
+                )
+            try:
+                app = app()
+            except Exception as exc:
+                raise ConfigError(
+                    f"Error loading ASGI app factory. {self._app_name()} raised "
+                    f"{type(exc).__name__}: {exc}"
+                ) from exc
+            if inspect.iscoroutine(app):
+                app.close()  # never awaited: close it to avoid a RuntimeWarning
+                raise ConfigError(
+                    f"Error loading ASGI app factory. {self._app_name()} is a coroutine "
+                    "function; the factory must return the app synchronously."
+                )
+
+        if not callable(app):
+            raise ConfigError(f"Error loading ASGI app. {self._app_name()} is not callable.")
+
+        interface = self.interface
+        if interface == "auto":
+            if _looks_like_asgi3(app):
+                interface = "asgi3"
+            elif _accepts(app, 1) is False and _accepts(app, 3) is True:
+                # A plain function of (scope, receive, send) returning an awaitable (a
+                # decorator without functools.wraps, say) cannot be ASGI2.
+                interface = "asgi3"
+            else:
+                interface = "asgi2"
+        arity = 3 if interface == "asgi3" else 1
+        if _accepts(app, arity) is False:
+            if _accepts(app, 0):
+                hint = "it takes no arguments; if it is an application factory, use --factory"
+            elif arity == 3:
+                hint = "an ASGI3 app must accept (scope, receive, send)"
+            else:
+                hint = "an ASGI2 app must accept (scope)"
+            raise ConfigError(f"Error loading ASGI app. {self._app_name()}: {hint}.")
+
+        if interface == "asgi2":
+            self.loaded_app = _ASGI2Adapter(app)
+            self.asgi_version = "2.0"
+        else:
+            self.loaded_app = app
+            self.asgi_version = "3.0"
+        self.loaded = True
+
+    # ------------------------------------------------------------------ event loop
+
+    def _uvloop(self) -> Any:
+        """The uvloop module when it should be used, else None."""
+        if self.loop == "asyncio":
+            return None
+        if self.loop == "auto" and platform.python_implementation() != "CPython":
+            return None  # uvloop targets CPython; on PyPy asyncio's loop is the safe choice
+        try:
+            import uvloop
+        except ImportError as exc:
+            if self.loop == "uvloop":
+                raise ConfigError(f'loop="uvloop" requires uvloop: {exc}') from exc
+            return None
+        return uvloop
+
+    def get_loop_factory(self) -> Callable[[], asyncio.AbstractEventLoop]:
+        """For ``asyncio.Runner(loop_factory=...)`` / ``asyncio.run(..., loop_factory=...)``."""
+        uvloop = self._uvloop()
+        return uvloop.new_event_loop if uvloop is not None else asyncio.new_event_loop
+
+    def new_event_loop(self) -> asyncio.AbstractEventLoop:
+        return self.get_loop_factory()()
+
+    def setup_event_loop_policy(self) -> None:
+        """Install uvloop's policy when chosen (policies are deprecated from 3.14; prefer
+        ``new_event_loop``/``get_loop_factory``)."""
+        uvloop = self._uvloop()
+        if uvloop is not None:
+            asyncio.set_event_loop_policy(uvloop.EventLoopPolicy())
+
+    # ------------------------------------------------------------------ sockets
+
+    socket_kind = staticmethod(socket_kind)
+
+    def bind_socket(self) -> socket.socket:
+        """A listening, non-blocking socket for ``fd``, ``uds`` or ``host``/``port``."""
+        if self.fd is not None:
+            return self._socket_from_fd(self.fd)
+        if self.uds is not None:
+            return self._bind_unix(self.uds)
+        return self._bind_tcp()
+
+    def _socket_from_fd(self, fd: int) -> socket.socket:
+        try:
+            # socket(fileno=...) asks the kernel for the family and type; detach so the
+            # probe does not close the descriptor.
+            probe = socket.socket(fileno=fd)
+            try:
+                family, kind = probe.family, probe.type
+            finally:
+                probe.detach()
+            if kind != socket.SOCK_STREAM:
+                raise OSError(errno.EPROTOTYPE, "not a stream socket")
+            sock = socket.fromfd(fd, family, socket.SOCK_STREAM)
+            try:
+                if not sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
+                    sock.listen(self.backlog)
+                sock.setblocking(False)
+            except OSError:
+                sock.close()
+                raise
+        except OSError as exc:
+            raise ConfigError(f"Could not use file descriptor {fd}: {exc}") from exc
+        return sock
+
+    def _bind_unix(self, path: str) -> socket.socket:
+        try:
+            _remove_stale_unix_socket(path)
+            sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+            try:
+                sock.bind(path)
+                # chmod before listen(): until then connecting is refused, so no client
+                # gets in under the umask-derived permissions.
+                if self.uds_permissions is not None:
+                    os.chmod(path, self.uds_permissions)
+                sock.listen(self.backlog)
+                sock.setblocking(False)
+            except OSError:
+                sock.close()
+                raise
+        except OSError as exc:
+            raise ConfigError(f"Could not bind to unix:{path}: {exc}") from exc
+        return sock
+
+    def _bind_tcp(self) -> socket.socket:
+        host = self.host
+        if host.startswith("[") and host.endswith("]"):
+            host = host[1:-1]  # accept the URL form "[::1]"
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        shown = f"[{host}]:{self.port}" if family == socket.AF_INET6 else f"{host}:{self.port}"
+        sock = None
+        try:
+            infos = socket.getaddrinfo(
+                host or None, self.port, family, socket.SOCK_STREAM, 0, socket.AI_PASSIVE
+            )
+            af, socktype, proto, _, sockaddr = infos[0]
+            sock = socket.socket(af, socktype, proto)
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind(sockaddr)
+            sock.listen(self.backlog)
+            sock.setblocking(False)
+        except OSError as exc:
+            if sock is not None:
+                sock.close()
+            raise ConfigError(f"Could not bind to {shown}: {exc}") from exc
+        return sock
