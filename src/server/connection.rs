@@ -23,8 +23,9 @@ fn http1_builder(shared: &ServerShared) -> http1::Builder {
         .max_buf_size(config.max_header_size.max(8192) + 8192)
         .header_read_timeout(config.header_read_timeout)
         .auto_date_header(config.date_header)
-        // Batch the responses of pipelined requests into fewer writes.
-        .pipeline_flush(true);
+        // Not `pipeline_flush`: it lets hyper buffer a streaming body without limit (its
+        // can_buffer() is always true then), which defeats response backpressure.
+        .pipeline_flush(false);
     builder
 }
 
