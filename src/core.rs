@@ -62,7 +62,9 @@ pub struct Core {
     logger: Py<PyAny>,
 }
 
-fn extra_headers(headers: &Bound<'_, PyList>) -> PyResult<Vec<(http::HeaderName, http::HeaderValue)>> {
+fn extra_headers(
+    headers: &Bound<'_, PyList>,
+) -> PyResult<Vec<(http::HeaderName, http::HeaderValue)>> {
     let mut out = Vec::with_capacity(headers.len());
     for item in headers.iter() {
         let (name, value): (Vec<u8>, Vec<u8>) = item.extract()?;
@@ -83,7 +85,7 @@ fn extra_headers(headers: &Bound<'_, PyList>) -> PyResult<Vec<(http::HeaderName,
 fn seconds(name: &str, value: Option<f64>) -> PyResult<Option<Duration>> {
     match value {
         None => Ok(None),
-        Some(t) if t == 0.0 => Ok(None),
+        Some(0.0) => Ok(None),
         Some(t) if t.is_finite() && t > 0.0 => Ok(Some(Duration::from_secs_f64(t))),
         Some(t) => Err(PyValueError::new_err(format!(
             "{name} must be a non-negative number of seconds, got {t}"
@@ -252,7 +254,9 @@ impl Core {
         let this = slf.get();
         let mut started = lock(&this.started);
         if *started {
-            return Err(PyRuntimeError::new_err("the server core is already started"));
+            return Err(PyRuntimeError::new_err(
+                "the server core is already started",
+            ));
         }
         let runtime = lock(&this.runtime);
         let Some(runtime) = runtime.as_ref() else {

@@ -19,7 +19,10 @@ pub mod wakeup;
 fn _ferrocorn(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
-    m.add("ClientDisconnected", py.get_type::<errors::ClientDisconnected>())?;
+    m.add(
+        "ClientDisconnected",
+        py.get_type::<errors::ClientDisconnected>(),
+    )?;
     m.add_class::<core::Core>()?;
     m.add_class::<asgi::protocol::HttpProtocol>()?;
     m.add_class::<asgi::awaitable::Ready>()?;

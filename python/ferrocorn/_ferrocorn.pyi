@@ -5,7 +5,7 @@ hot path.  Python owns configuration, sockets, lifespan, signals and logging.
 """
 
 import asyncio
-from typing import Any, Awaitable, Callable, Optional
+from typing import Any, Awaitable, Callable
 
 __version__: str
 
@@ -17,7 +17,7 @@ class HttpProtocol:
 
     def receive(self) -> Awaitable[dict[str, Any]]: ...
     def send(self, message: dict[str, Any]) -> Awaitable[None]: ...
-    def complete(self) -> Optional[str]:
+    def complete(self) -> str | None:
         """Called when the app returned; a str names a protocol fault to log."""
     def fail(self, exc: BaseException) -> bool:
         """Called when the app raised; returns True when the error should be logged."""
@@ -33,7 +33,7 @@ class Core:
         loop: asyncio.AbstractEventLoop,
         run_asgi: Callable[[Any, dict[str, Any], HttpProtocol], Awaitable[None]],
         *,
-        state: Optional[dict[str, Any]] = None,
+        state: dict[str, Any] | None = None,
         root_path: str = "",
         server_header: bool = True,
         date_header: bool = True,
@@ -43,10 +43,10 @@ class Core:
         body_preread_limit: int = 65536,
         header_read_timeout: float = 30.0,
         keep_alive: bool = True,
-        keep_alive_timeout: Optional[float] = 5.0,
-        limit_concurrency: Optional[int] = None,
+        keep_alive_timeout: float | None = 5.0,
+        limit_concurrency: int | None = None,
         runtime_threads: int = 1,
-        eager_tasks: Optional[bool] = None,
+        eager_tasks: bool | None = None,
     ) -> None: ...
     def listen_tcp(self, fd: int) -> None:
         """Serve a bound, listening TCP socket; the core takes ownership of ``fd``."""

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import Any, Optional
+from typing import Any
 
 logger = logging.getLogger("ferrocorn.error")
 
@@ -26,11 +26,11 @@ class Lifespan:
         self._queue: asyncio.Queue[dict] = asyncio.Queue()
         self._startup_done = asyncio.Event()
         self._shutdown_done = asyncio.Event()
-        self._task: Optional[asyncio.Task] = None
+        self._task: asyncio.Task | None = None
         self.startup_failed = False
         self.shutdown_failed = False
         self.unsupported = False
-        self.error_message: Optional[str] = None
+        self.error_message: str | None = None
 
     async def startup(self) -> bool:
         """True when the server may serve."""

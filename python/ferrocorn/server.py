@@ -9,7 +9,7 @@ import os
 import signal
 import threading
 import time
-from typing import Any, Callable, Coroutine, Optional
+from typing import Any, Callable, Coroutine
 
 from ._asgi import run_asgi, run_asgi_with_access_log
 from ._ferrocorn import Core
@@ -34,8 +34,8 @@ class Server:
         self.started = False
         self.exit_code = EXIT_OK
         self.bound_addresses: list[tuple[Any, ...]] = []
-        self._core: Optional[Core] = None
-        self._unix_path: Optional[str] = None
+        self._core: Core | None = None
+        self._unix_path: str | None = None
 
     # ------------------------------------------------------------------ running
 
@@ -54,7 +54,7 @@ class Server:
             return self.exit_code
 
         state: dict[str, Any] = {}
-        lifespan: Optional[Lifespan] = None
+        lifespan: Lifespan | None = None
         if config.lifespan != "off":
             lifespan = Lifespan(config.loaded_app, config.lifespan, config.asgi_version, state)
             if not await lifespan.startup():
@@ -79,7 +79,7 @@ class Server:
             await lifespan.shutdown()
         return self.exit_code
 
-    def _start(self, state: Optional[dict[str, Any]]) -> None:
+    def _start(self, state: dict[str, Any] | None) -> None:
         config = self.config
         sock = config.bind_socket()
         kind = config.socket_kind(sock)

@@ -184,7 +184,6 @@ fn resolve_receivers(
     Ok(())
 }
 
-
 impl HttpProtocol {
     pub fn new(ex: Arc<Exchange>, ctx: Arc<LoopCtx>, line: RequestLine) -> Self {
         HttpProtocol { ex, ctx, line }
@@ -231,7 +230,11 @@ impl HttpProtocol {
         Ok(())
     }
 
-    fn response_done(&self, py: Python<'_>, st: &mut crate::asgi::state::LoopState) -> PyResult<()> {
+    fn response_done(
+        &self,
+        py: Python<'_>,
+        st: &mut crate::asgi::state::LoopState,
+    ) -> PyResult<()> {
         // A receive() parked waiting for more (e.g. a disconnect watcher) now gets
         // http.disconnect: the spec's "after the response has been sent".
         if st.recv_waiters.is_empty() {
@@ -248,19 +251,18 @@ impl HttpProtocol {
         py: Python<'_>,
         st: &mut crate::asgi::state::LoopState,
         tx: ResponseSender,
-        status: StatusCode,
-        mut headers: HeaderMap,
+        (status, mut headers): (StatusCode, HeaderMap),
         body: Bytes,
         more_body: bool,
     ) -> PyResult<Py<PyAny>> {
         st.status = status.as_u16();
-        let no_body = st.is_head
-            || status == StatusCode::NO_CONTENT
-            || status == StatusCode::NOT_MODIFIED;
+        let no_body =
+            st.is_head || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED;
         let response_body;
         if no_body {
             // HEAD mirrors GET's Content-Length when the whole body came in one message.
-            if st.is_head && !more_body && !headers.contains_key(CONTENT_LENGTH) && !body.is_empty() {
+            if st.is_head && !more_body && !headers.contains_key(CONTENT_LENGTH) && !body.is_empty()
+            {
                 headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
             }
             response_body = ResponseBody::empty(self.guard());
@@ -465,7 +467,7 @@ impl HttpProtocol {
                         tx,
                         status,
                         headers,
-                    } => self.start_response(py, &mut st, tx, status, headers, body, more_body),
+                    } => self.start_response(py, &mut st, tx, (status, headers), body, more_body),
                     streaming @ ResponsePhase::Streaming(_) => {
                         st.response = streaming;
                         self.stream_chunk(py, &mut st, body, more_body)
@@ -515,7 +517,8 @@ impl HttpProtocol {
         let mut st = self.ex.state();
         self.fail_response(&mut st);
         self.release(&mut st);
-        !exc.is_instance(&py.get_type::<ClientDisconnected>()).unwrap_or(false)
+        !exc.is_instance(&py.get_type::<ClientDisconnected>())
+            .unwrap_or(false)
     }
 
     fn access_info(&self) -> (String, String, String, &'static str, u16, u64) {

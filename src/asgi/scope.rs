@@ -52,7 +52,11 @@ impl ScopeFactory {
         b
     }
 
-    pub fn build<'py>(&self, py: Python<'py>, req: &PendingRequest) -> PyResult<Bound<'py, PyDict>> {
+    pub fn build<'py>(
+        &self,
+        py: Python<'py>,
+        req: &PendingRequest,
+    ) -> PyResult<Bound<'py, PyDict>> {
         let head = &req.head;
         let scope = PyDict::new(py);
         scope.set_item(intern!(py, "type"), intern!(py, "http"))?;

@@ -15,7 +15,10 @@ use crate::http::exchange::{CloseGuard, Exchange};
 /// Request body chunks in flight to the loop thread; the channel is bounded, so a slow app
 /// stops tokio reading, which stops the client through TCP flow control.
 pub enum InChunk {
-    Data { data: Bytes, last: bool },
+    Data {
+        data: Bytes,
+        last: bool,
+    },
     /// The client broke the body (bad chunk encoding, reset, timeout).
     Failed,
 }

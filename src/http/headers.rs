@@ -34,9 +34,16 @@ mod tests {
     #[test]
     fn names_must_be_tokens() {
         assert!(response_header_name(b"x-ok").is_ok());
-        assert_eq!(response_header_name(b"X-Upper").unwrap().as_str(), "x-upper");
+        assert_eq!(
+            response_header_name(b"X-Upper").unwrap().as_str(),
+            "x-upper"
+        );
         for bad in [&b"bad name"[..], b"bad\r\nname", b"nul\0", b"", b"colon:"] {
-            assert_eq!(response_header_name(bad), Err(HeaderError::InvalidName), "{bad:?}");
+            assert_eq!(
+                response_header_name(bad),
+                Err(HeaderError::InvalidName),
+                "{bad:?}"
+            );
         }
     }
 
@@ -45,7 +52,11 @@ mod tests {
         assert!(response_header_value(b"text/plain; charset=utf-8").is_ok());
         assert!(response_header_value(b"tab\tok").is_ok());
         for bad in [&b"a\r\nSet-Cookie: x"[..], b"a\nb", b"a\rb", b"nul\0"] {
-            assert_eq!(response_header_value(bad), Err(HeaderError::InvalidValue), "{bad:?}");
+            assert_eq!(
+                response_header_value(bad),
+                Err(HeaderError::InvalidValue),
+                "{bad:?}"
+            );
         }
     }
 

@@ -11,6 +11,8 @@ use crate::server::request::ConnInfo;
 use crate::server::service::{handle_request, ConnCtx};
 use crate::server::{Lifecycle, ServerShared};
 
+const HYPER_DEFAULT_MAX_HEADERS: usize = 100;
+
 /// The HTTP/1.1 connection settings from the server config.
 fn http1_builder(shared: &ServerShared) -> http1::Builder {
     let config = &shared.config;
@@ -19,13 +21,16 @@ fn http1_builder(shared: &ServerShared) -> http1::Builder {
         .timer(TokioTimer::new())
         .keep_alive(config.keep_alive)
         .half_close(false)
-        .max_headers(config.max_headers)
-        .max_buf_size(config.max_header_size.max(8192) + 8192)
+        .max_header_size(config.max_header_size)
         .header_read_timeout(config.header_read_timeout)
         .auto_date_header(config.date_header)
         // Not `pipeline_flush`: it lets hyper buffer a streaming body without limit (its
         // can_buffer() is always true then), which defeats response backpressure.
         .pipeline_flush(false);
+    if config.max_headers != HYPER_DEFAULT_MAX_HEADERS {
+        // Only when asked: a custom limit moves hyper's header array to the heap.
+        builder.max_headers(config.max_headers);
+    }
     builder
 }
 

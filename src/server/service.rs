@@ -46,7 +46,12 @@ impl ConnCtx {
         if self.in_flight.load(Ordering::SeqCst) > 0 {
             return None;
         }
-        Some(self.idle_since.lock().unwrap_or_else(|p| p.into_inner()).elapsed())
+        Some(
+            self.idle_since
+                .lock()
+                .unwrap_or_else(|p| p.into_inner())
+                .elapsed(),
+        )
     }
 }
 
