@@ -219,7 +219,7 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     "--limit-concurrency",
     type=int,
     default=None,
-    help="Answer 503 above this many concurrent connections or tasks.",
+    help="Answer 503 to requests beyond this many in flight at once.",
 )
 @_option(
     "--limit-max-requests",
