@@ -165,7 +165,7 @@ def test_backpressure_slow_reader(server):
 
 
 def test_body_shorter_than_content_length_is_aborted(server):
-    """The app declares 5000 bytes but sends 3000: the client must see a truncated response
+    """The app declares 5000 bytes but sends 3000: the client must see an aborted exchange
     (connection closed), never a hang or a clean response."""
     with RawConnection(server.port, timeout=10) as conn:
         conn.send(request_bytes("GET", "/stream?size=3000&chunk=1000&declare=5000"))
@@ -175,11 +175,11 @@ def test_body_shorter_than_content_length_is_aborted(server):
             resp = exc.partial
         except socket.timeout:
             raise AssertionError("server kept the connection open with a short body")
-        assert resp is not None
-        if resp.status == 200:
+        # acceptable: nothing at all (closed/reset), a truncated 200, or a 500
+        if resp is not None and resp.status == 200:
             assert not resp.complete, resp
             assert len(resp.body) <= 3000
-        else:
+        elif resp is not None:
             assert resp.status == 500, resp
     assert_healthy(server.port)
 

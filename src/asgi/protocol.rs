@@ -136,6 +136,7 @@ fn next_message<'py>(
                 return request_message(py, &data, !last).map(Some);
             }
             Ok(InChunk::Failed) | Err(TryRecvError::Disconnected) => {
+                st.body_failed = true;
                 st.body = RequestBody::Done;
                 return disconnect_message(py).map(Some);
             }
@@ -352,7 +353,11 @@ impl HttpProtocol {
     fn fail_response(&self, st: &mut crate::asgi::state::LoopState) -> Option<&'static str> {
         match std::mem::replace(&mut st.response, ResponsePhase::Closed) {
             ResponsePhase::Idle(tx) | ResponsePhase::Held { tx, .. } => {
-                if self.ex.is_closed() {
+                if self.ex.is_closed() || st.body_failed {
+                    // Nobody to answer, or tokio already answers 400 for the broken body.
+                    if st.body_failed {
+                        st.status = 400;
+                    }
                     return None;
                 }
                 st.status = 500;

@@ -50,6 +50,8 @@ pub struct LoopState {
     pub send_waiter: Option<Py<PyAny>>,
     pub send_in_flight: bool,
     pub receive_called: bool,
+    /// The client sent a malformed body; tokio answers 400 itself.
+    pub body_failed: bool,
     pub is_head: bool,
     /// For the access log.
     pub status: u16,
@@ -65,6 +67,7 @@ impl LoopState {
             send_waiter: None,
             send_in_flight: false,
             receive_called: false,
+            body_failed: false,
             is_head,
             status: 0,
             bytes_sent: 0,

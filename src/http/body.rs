@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
-use tokio::sync::{mpsc, Notify};
+use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::http::exchange::{CloseGuard, Exchange};
 
@@ -25,19 +25,21 @@ pub enum InChunk {
 
 pub const REQUEST_BODY_QUEUE: usize = 4;
 
-/// Moves a streamed request body from hyper to the app's `receive()`. Returns true when the
-/// client broke the body (the service then answers 400 if the app has not answered yet).
+/// Moves a streamed request body from hyper to the app's `receive()`. When the client breaks
+/// the body, `failed` fires first (the service then answers 400), and only then does the app
+/// see `http.disconnect`, so its reaction cannot race the 400.
 pub async fn pump_request_body(
     mut body: Incoming,
     tx: mpsc::Sender<InChunk>,
     exchange: Arc<Exchange>,
     start: Option<Arc<Notify>>,
-) -> bool {
+    failed: oneshot::Sender<()>,
+) {
     if let Some(start) = start {
         // Expect: 100-continue — hyper answers 100 on the first poll, so wait for the app.
         start.notified().await;
         if tx.is_closed() {
-            return false; // The app finished without reading: never ask for the body.
+            return; // The app finished without reading: never ask for the body.
         }
     }
     loop {
@@ -58,14 +60,19 @@ pub async fn pump_request_body(
                 last: true,
             },
         };
-        let failed = matches!(chunk, InChunk::Failed);
-        let done = !matches!(chunk, InChunk::Data { last: false, .. });
+        if matches!(chunk, InChunk::Failed) {
+            let _ = failed.send(());
+            let _ = tx.send(chunk).await;
+            exchange.wake_receiver();
+            return;
+        }
+        let done = matches!(chunk, InChunk::Data { last: true, .. });
         if tx.send(chunk).await.is_err() {
-            return false; // The app is done with the request; drop the rest.
+            return; // The app is done with the request; drop the rest.
         }
         exchange.wake_receiver();
         if done {
-            return failed;
+            return;
         }
     }
 }

@@ -153,11 +153,7 @@ async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>) -> Response<Respon
     let (failed_tx, failed_rx) = oneshot::channel::<()>();
     if let Some((body, tx)) = stream {
         let ex = exchange.clone();
-        tokio::spawn(async move {
-            if pump_request_body(body, tx, ex, body_start).await {
-                let _ = failed_tx.send(());
-            }
-        });
+        tokio::spawn(pump_request_body(body, tx, ex, body_start, failed_tx));
     } else {
         drop(failed_tx);
     }
@@ -178,6 +174,10 @@ async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>) -> Response<Respon
         }
     };
     tokio::select! {
+        // Biased: a broken body is reported before the app can hear of it, so when both
+        // are ready the 400 wins over whatever the app answered to the disconnect.
+        biased;
+        () = body_failed => error_response(config, StatusCode::BAD_REQUEST, None),
         response = response_rx => match response {
             Ok(response) => {
                 guard.disarm();
@@ -186,7 +186,5 @@ async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>) -> Response<Respon
             // The loop side dropped the request without answering (server closing).
             Err(_) => error_response(config, StatusCode::SERVICE_UNAVAILABLE, None),
         },
-        // A broken request body (bad chunk size, ...) before the app answered: 400, close.
-        () = body_failed => error_response(config, StatusCode::BAD_REQUEST, None),
     }
 }
