@@ -42,5 +42,5 @@ async def run_asgi_with_access_log(app: Any, scope: dict, proto: Any) -> None:
         fault = proto.complete()
         if fault is not None:
             error_logger.error(fault)
-    client, method, path, version, status, _ = proto.access_info()
+    client, method, path, version, status, _, _ = proto.access_info()
     access_logger.info('%s - "%s %s HTTP/%s" %d', client, method, path, version, status)

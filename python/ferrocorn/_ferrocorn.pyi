@@ -21,8 +21,9 @@ class HttpProtocol:
         """Called when the app returned; a str names a protocol fault to log."""
     def fail(self, exc: BaseException) -> bool:
         """Called when the app raised; returns True when the error should be logged."""
-    def access_info(self) -> tuple[str, str, str, str, int, int]:
-        """(client "host:port", method, path with query, http_version, status, body bytes)."""
+    def access_info(self) -> tuple[str, str, str, str, int, int, float]:
+        """(client "host:port", method, path with query, http_version, status, body bytes,
+        seconds since the request arrived)."""
 
 class Core:
     """The Rust server core of one worker process."""

@@ -526,7 +526,10 @@ impl HttpProtocol {
             .unwrap_or(false)
     }
 
-    fn access_info(&self) -> (String, String, String, &'static str, u16, u64) {
+    /// (client "host:port", method, path?query, http_version, status, body bytes sent,
+    /// seconds since the request arrived).
+    #[allow(clippy::type_complexity)]
+    fn access_info(&self) -> (String, String, String, &'static str, u16, u64, f64) {
         let st = self.ex.state();
         let client = self
             .line
@@ -551,6 +554,7 @@ impl HttpProtocol {
             version,
             st.status,
             st.bytes_sent,
+            st.received_at.elapsed().as_secs_f64(),
         )
     }
 }

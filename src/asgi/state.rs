@@ -1,6 +1,7 @@
 //! Loop-thread state of one HTTP exchange (kept inside `Exchange`, locked only by the loop).
 
 use std::collections::VecDeque;
+use std::time::Instant;
 
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
@@ -56,6 +57,8 @@ pub struct LoopState {
     /// For the access log.
     pub status: u16,
     pub bytes_sent: u64,
+    /// When hyper handed the request over (for the access log's duration).
+    pub received_at: Instant,
 }
 
 impl LoopState {
@@ -71,6 +74,7 @@ impl LoopState {
             is_head,
             status: 0,
             bytes_sent: 0,
+            received_at: Instant::now(),
         }
     }
 
