@@ -1,8 +1,48 @@
 //! Settings the network side needs; plain Rust data, shared read-only by every task.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
+
+use crate::tls::TlsServer;
+
+/// `--http`: which protocols a connection may speak.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum HttpMode {
+    /// HTTP/1.1, plus HTTP/2 by ALPN on TLS or by the prior-knowledge preface on cleartext.
+    Auto,
+    Http1,
+    Http2,
+}
+
+/// HTTP/2 connection settings (`--http2-*`).
+#[derive(Clone, Debug)]
+pub struct Http2Settings {
+    pub max_concurrent_streams: u32,
+    pub initial_stream_window_size: u32,
+    pub initial_connection_window_size: u32,
+    pub max_frame_size: u32,
+    pub max_header_list_size: u32,
+    /// Send PING frames this often (None: never).
+    pub keep_alive_interval: Option<Duration>,
+    /// Close the connection when a PING is not answered within this.
+    pub keep_alive_timeout: Duration,
+}
+
+impl Default for Http2Settings {
+    fn default() -> Self {
+        Http2Settings {
+            max_concurrent_streams: 100,
+            initial_stream_window_size: 1024 * 1024,
+            initial_connection_window_size: 2 * 1024 * 1024,
+            max_frame_size: 16 * 1024,
+            max_header_list_size: 64 * 1024,
+            keep_alive_interval: None,
+            keep_alive_timeout: Duration::from_secs(20),
+        }
+    }
+}
 
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
@@ -22,6 +62,10 @@ pub struct ServerConfig {
     pub keep_alive_timeout: Option<Duration>,
     /// Answer 503 instead of dispatching beyond this many requests in flight.
     pub limit_concurrency: Option<usize>,
+    pub http: HttpMode,
+    pub http2: Http2Settings,
+    /// Serve TLS on every listener when set.
+    pub tls: Option<Arc<TlsServer>>,
 }
 
 impl Default for ServerConfig {
@@ -37,6 +81,9 @@ impl Default for ServerConfig {
             keep_alive: true,
             keep_alive_timeout: Some(Duration::from_secs(5)),
             limit_concurrency: None,
+            http: HttpMode::Auto,
+            http2: Http2Settings::default(),
+            tls: None,
         }
     }
 }

@@ -12,12 +12,14 @@ use pyo3::types::{PyDict, PyList};
 use crate::asgi::awaitable::Ready;
 use crate::asgi::protocol::{HttpProtocol, LoopCtx, RequestLine};
 use crate::asgi::scope::ScopeFactory;
-use crate::config::ServerConfig;
+use crate::config::{Http2Settings, HttpMode, ServerConfig};
 use crate::http::headers::{response_header_name, response_header_value};
 use crate::runtime::IoRuntime;
+use crate::server::connection::alpn_protocols;
 use crate::server::listener::{accept_loop, Listener};
 use crate::server::request::PendingRequest;
 use crate::server::{Lifecycle, ServerShared};
+use crate::tls::pyconfig::TlsConfig;
 use crate::wakeup::{Event, Wakeup};
 
 enum PendingListener {
@@ -82,13 +84,24 @@ fn extra_headers(
 }
 
 /// A timeout in seconds from Python: None or 0 disables it.
-fn seconds(name: &str, value: Option<f64>) -> PyResult<Option<Duration>> {
+pub(crate) fn seconds(name: &str, value: Option<f64>) -> PyResult<Option<Duration>> {
     match value {
         None => Ok(None),
         Some(0.0) => Ok(None),
         Some(t) if t.is_finite() && t > 0.0 => Ok(Some(Duration::from_secs_f64(t))),
         Some(t) => Err(PyValueError::new_err(format!(
             "{name} must be a non-negative number of seconds, got {t}"
+        ))),
+    }
+}
+
+fn http_mode(value: &str) -> PyResult<HttpMode> {
+    match value {
+        "auto" => Ok(HttpMode::Auto),
+        "1" | "1.1" => Ok(HttpMode::Http1),
+        "2" => Ok(HttpMode::Http2),
+        other => Err(PyValueError::new_err(format!(
+            "invalid http {other:?}: expected \"auto\", \"1\" or \"2\""
         ))),
     }
 }
@@ -144,7 +157,10 @@ impl Core {
         date_header=true, headers=None, http1_max_header_size=65536, http1_max_headers=100,
         body_preread_limit=65536, header_read_timeout=Some(30.0), keep_alive=true,
         keep_alive_timeout=Some(5.0), limit_concurrency=None, runtime_threads=1,
-        eager_tasks=None
+        eager_tasks=None, tls=None, http="auto", http2_max_concurrent_streams=100,
+        http2_initial_stream_window_size=1048576, http2_initial_connection_window_size=2097152,
+        http2_max_frame_size=16384, http2_max_header_list_size=65536,
+        http2_keep_alive_interval=None, http2_keep_alive_timeout=20.0
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -166,9 +182,38 @@ impl Core {
         limit_concurrency: Option<usize>,
         runtime_threads: usize,
         eager_tasks: Option<bool>,
+        tls: Option<PyRef<'_, TlsConfig>>,
+        http: &str,
+        http2_max_concurrent_streams: u32,
+        http2_initial_stream_window_size: u32,
+        http2_initial_connection_window_size: u32,
+        http2_max_frame_size: u32,
+        http2_max_header_list_size: u32,
+        http2_keep_alive_interval: Option<f64>,
+        http2_keep_alive_timeout: f64,
     ) -> PyResult<Self> {
         let header_read_timeout = seconds("header_read_timeout", header_read_timeout)?;
         let keep_alive_timeout = seconds("keep_alive_timeout", keep_alive_timeout)?;
+        let http = http_mode(http)?;
+        let http2 = Http2Settings {
+            max_concurrent_streams: http2_max_concurrent_streams,
+            initial_stream_window_size: http2_initial_stream_window_size,
+            initial_connection_window_size: http2_initial_connection_window_size,
+            max_frame_size: http2_max_frame_size,
+            max_header_list_size: http2_max_header_list_size,
+            keep_alive_interval: seconds("http2_keep_alive_interval", http2_keep_alive_interval)?,
+            keep_alive_timeout: seconds(
+                "http2_keep_alive_timeout",
+                Some(http2_keep_alive_timeout),
+            )?
+            .unwrap_or(Http2Settings::default().keep_alive_timeout),
+        };
+        let tls = tls.map(|t| {
+            Arc::new(
+                t.loaded
+                    .with_alpn(alpn_protocols(http), t.handshake_timeout),
+            )
+        });
         let config = Arc::new(ServerConfig {
             server_header,
             date_header,
@@ -183,6 +228,9 @@ impl Core {
             keep_alive,
             keep_alive_timeout,
             limit_concurrency,
+            http,
+            http2,
+            tls,
         });
         let wakeup = Arc::new(Wakeup::new().map_err(|e| PyOSError::new_err(e.to_string()))?);
         let runtime = IoRuntime::start(runtime_threads.max(1))

@@ -13,6 +13,7 @@ pub mod errors;
 pub mod http;
 pub mod runtime;
 pub mod server;
+pub mod tls;
 pub mod wakeup;
 
 #[pymodule]
@@ -26,5 +27,6 @@ fn _ferrocorn(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<core::Core>()?;
     m.add_class::<asgi::protocol::HttpProtocol>()?;
     m.add_class::<asgi::awaitable::Ready>()?;
+    m.add_class::<tls::pyconfig::TlsConfig>()?;
     Ok(())
 }

@@ -19,7 +19,7 @@ REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERVER_PYTHON = os.environ.get("FERROCORN_TEST_PYTHON") or sys.executable
 
 READY_RE = re.compile(r"Ferrocorn running on (\S+)")
-HTTP_READY_RE = re.compile(r"Ferrocorn running on http://(\[[^\]]+\]|[^\s:/]+):(\d+)")
+HTTP_READY_RE = re.compile(r"Ferrocorn running on https?://(\[[^\]]+\]|[^\s:/]+):(\d+)")
 
 
 def server_env(extra=None):

@@ -17,7 +17,17 @@ from typing import Any
 
 import click
 
-from .config import INTERFACES, LIFESPAN_MODES, LOG_LEVELS, LOOP_CHOICES, Config, ConfigError
+from .config import (
+    HTTP_MODES,
+    INTERFACES,
+    LIFESPAN_MODES,
+    LOG_LEVELS,
+    LOOP_CHOICES,
+    SSL_CERT_REQS,
+    SSL_MIN_VERSIONS,
+    Config,
+    ConfigError,
+)
 
 # Config is the single source of the defaults shown in --help.
 _DEFAULTS: dict[str, Any] = {
@@ -50,6 +60,32 @@ _SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "max_headers",
             "body_preread_limit",
             "header_read_timeout",
+        ),
+    ),
+    (
+        "TLS",
+        (
+            "ssl_certfile",
+            "ssl_keyfile",
+            "ssl_keyfile_password",
+            "ssl_ca_certs",
+            "ssl_cert_reqs",
+            "ssl_min_version",
+            "ssl_ciphers",
+            "ssl_handshake_timeout",
+        ),
+    ),
+    (
+        "HTTP/2",
+        (
+            "http",
+            "http2_max_concurrent_streams",
+            "http2_initial_stream_window_size",
+            "http2_initial_connection_window_size",
+            "http2_max_frame_size",
+            "http2_max_header_list_size",
+            "http2_keep_alive_interval",
+            "http2_keep_alive_timeout",
         ),
     ),
     ("Logging", ("log_level", "log_config", "access_log")),
@@ -250,6 +286,103 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     type=float,
     default=_DEFAULTS["header_read_timeout"],
     help="Seconds a client has to send the request head.",
+)
+# TLS
+@_option(
+    "--ssl-certfile",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="Serve HTTPS with this PEM certificate (chain, leaf first).",
+)
+@_option(
+    "--ssl-keyfile",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="PEM private key (PKCS#8, PKCS#1 or SEC1); default: read from --ssl-certfile.",
+)
+@_option(
+    "--ssl-keyfile-password",
+    default=None,
+    help="Password of an encrypted PKCS#8 key file.",
+)
+@_option(
+    "--ssl-ca-certs",
+    type=click.Path(dir_okay=False),
+    default=None,
+    help="PEM CA certificates that client certificates are verified against.",
+)
+@_option(
+    "--ssl-cert-reqs",
+    type=click.Choice(SSL_CERT_REQS),
+    default=_DEFAULTS["ssl_cert_reqs"],
+    help="Client certificates: not asked for, optional (verified when sent) or required.",
+)
+@_option(
+    "--ssl-min-version",
+    type=click.Choice(SSL_MIN_VERSIONS),
+    default=_DEFAULTS["ssl_min_version"],
+    help="Lowest TLS version accepted.",
+)
+@_option(
+    "--ssl-ciphers",
+    default=None,
+    help="Cipher suites to allow, ':'-separated (IANA, OpenSSL or rustls names).",
+)
+@_option(
+    "--ssl-handshake-timeout",
+    type=float,
+    default=_DEFAULTS["ssl_handshake_timeout"],
+    help="Seconds a client has to complete the TLS handshake.",
+)
+# HTTP/2
+@_option(
+    "--http",
+    type=click.Choice(HTTP_MODES),
+    default=_DEFAULTS["http"],
+    help="Protocols: 'auto' is HTTP/1.1 plus HTTP/2 (ALPN on TLS, prior knowledge on "
+    "cleartext).",
+)
+@_option(
+    "--http2-max-concurrent-streams",
+    type=int,
+    default=_DEFAULTS["http2_max_concurrent_streams"],
+    help="Streams a client may open at once on one connection.",
+)
+@_option(
+    "--http2-initial-stream-window-size",
+    type=int,
+    default=_DEFAULTS["http2_initial_stream_window_size"],
+    help="Flow-control window of each stream, in bytes.",
+)
+@_option(
+    "--http2-initial-connection-window-size",
+    type=int,
+    default=_DEFAULTS["http2_initial_connection_window_size"],
+    help="Flow-control window of the whole connection, in bytes.",
+)
+@_option(
+    "--http2-max-frame-size",
+    type=int,
+    default=_DEFAULTS["http2_max_frame_size"],
+    help="Largest frame payload the server accepts, in bytes.",
+)
+@_option(
+    "--http2-max-header-list-size",
+    type=int,
+    default=_DEFAULTS["http2_max_header_list_size"],
+    help="Largest request header list (decoded), in bytes.",
+)
+@_option(
+    "--http2-keep-alive-interval",
+    type=_Seconds(),
+    default=None,
+    help="Send a PING this often on idle HTTP/2 connections ('none': never).",
+)
+@_option(
+    "--http2-keep-alive-timeout",
+    type=float,
+    default=_DEFAULTS["http2_keep_alive_timeout"],
+    help="Close the connection when a PING is not answered within this many seconds.",
 )
 # Logging
 @_option(

@@ -27,10 +27,13 @@ from typing import Any
 from .importer import ImportFromStringError, import_from_string
 
 __all__ = [
+    "HTTP_MODES",
     "INTERFACES",
     "LIFESPAN_MODES",
     "LOG_LEVELS",
     "LOOP_CHOICES",
+    "SSL_CERT_REQS",
+    "SSL_MIN_VERSIONS",
     "TRACE_LOG_LEVEL",
     "Config",
     "ConfigError",
@@ -52,6 +55,12 @@ LOG_LEVELS: dict[str, int] = {
 LOOP_CHOICES = ("auto", "asyncio", "uvloop")
 LIFESPAN_MODES = ("auto", "on", "off")
 INTERFACES = ("auto", "asgi3", "asgi2")
+HTTP_MODES = ("auto", "1", "2")
+SSL_CERT_REQS = ("none", "optional", "required")
+SSL_MIN_VERSIONS = ("1.2", "1.3")
+# HTTP/2 limits from RFC 9113 §6.5.2 (window sizes and frame sizes).
+_H2_MAX_WINDOW = 2**31 - 1
+_H2_MIN_FRAME, _H2_MAX_FRAME = 2**14, 2**24 - 1
 
 # Loggers owned by the server; the parent carries the stderr handler.
 _LOGGER_NAMES = ("ferrocorn", "ferrocorn.error", "ferrocorn.access")
@@ -294,6 +303,30 @@ def _check_seconds(name: str, value: Any, allow_zero: bool = True) -> float:
     return float(value)
 
 
+def _check_http(value: Any) -> str:
+    # uvicorn-style aliases: "1.1" and the ints 1 and 2.
+    text = {"1.1": "1", 1: "1", 2: "2"}.get(value, value)
+    return _check_choice("http", text, HTTP_MODES)
+
+
+def _check_cert_reqs(value: Any) -> str:
+    # The ssl module's ints (ssl.CERT_NONE/OPTIONAL/REQUIRED are 0/1/2), as uvicorn takes them.
+    if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < 3:
+        return SSL_CERT_REQS[value]
+    if isinstance(value, str):
+        value = value.lower()
+    return _check_choice("ssl_cert_reqs", value, SSL_CERT_REQS)
+
+
+def _check_min_version(value: Any) -> str:
+    text = str(value).lower().replace("tlsv", "").replace("_", ".")
+    return _check_choice("ssl_min_version", text, SSL_MIN_VERSIONS)
+
+
+def _optional_path(value: Any) -> str | None:
+    return os.fspath(value) if value is not None else None
+
+
 def _check_log_level(value: Any) -> int | None:
     if value is None:
         return None
@@ -394,6 +427,22 @@ class Config:
         body_preread_limit: int = 65536,
         header_read_timeout: float = 30.0,
         runtime_threads: int = 1,
+        ssl_certfile: str | os.PathLike[str] | None = None,
+        ssl_keyfile: str | os.PathLike[str] | None = None,
+        ssl_keyfile_password: str | None = None,
+        ssl_ca_certs: str | os.PathLike[str] | None = None,
+        ssl_cert_reqs: str | int = "none",
+        ssl_min_version: str = "1.2",
+        ssl_ciphers: str | None = None,
+        ssl_handshake_timeout: float = 10.0,
+        http: str = "auto",
+        http2_max_concurrent_streams: int = 100,
+        http2_initial_stream_window_size: int = 1048576,
+        http2_initial_connection_window_size: int = 2097152,
+        http2_max_frame_size: int = 16384,
+        http2_max_header_list_size: int = 65536,
+        http2_keep_alive_interval: float | None = None,
+        http2_keep_alive_timeout: float = 20.0,
     ) -> None:
         if not isinstance(app, str) and not callable(app):
             raise ConfigError(f"Invalid app {app!r}: expected an ASGI app or an import string.")
@@ -443,6 +492,54 @@ class Config:
         )
         self.runtime_threads = _check_int("runtime_threads", runtime_threads, 1)
 
+        self.ssl_certfile = _optional_path(ssl_certfile)
+        self.ssl_keyfile = _optional_path(ssl_keyfile)
+        self.ssl_keyfile_password = ssl_keyfile_password
+        self.ssl_ca_certs = _optional_path(ssl_ca_certs)
+        self.ssl_cert_reqs = _check_cert_reqs(ssl_cert_reqs)
+        self.ssl_min_version = _check_min_version(ssl_min_version)
+        self.ssl_ciphers = ssl_ciphers or None
+        self.ssl_handshake_timeout = _check_seconds(
+            "ssl_handshake_timeout", ssl_handshake_timeout, allow_zero=False
+        )
+        if self.ssl_certfile is None:
+            for name in ("ssl_keyfile", "ssl_keyfile_password", "ssl_ca_certs", "ssl_ciphers"):
+                if getattr(self, name) is not None:
+                    raise ConfigError(f"Option {name} requires ssl_certfile.")
+        elif self.ssl_cert_reqs != "none" and self.ssl_ca_certs is None:
+            raise ConfigError(
+                f'ssl_cert_reqs="{self.ssl_cert_reqs}" requires ssl_ca_certs (the CA that '
+                "signs client certificates)."
+            )
+        self.http = _check_http(http)
+        self.http2_max_concurrent_streams = _check_int(
+            "http2_max_concurrent_streams", http2_max_concurrent_streams, 1, 2**32 - 1
+        )
+        self.http2_initial_stream_window_size = _check_int(
+            "http2_initial_stream_window_size", http2_initial_stream_window_size, 65535,
+            _H2_MAX_WINDOW,
+        )
+        self.http2_initial_connection_window_size = _check_int(
+            "http2_initial_connection_window_size", http2_initial_connection_window_size, 65535,
+            _H2_MAX_WINDOW,
+        )
+        self.http2_max_frame_size = _check_int(
+            "http2_max_frame_size", http2_max_frame_size, _H2_MIN_FRAME, _H2_MAX_FRAME
+        )
+        self.http2_max_header_list_size = _check_int(
+            "http2_max_header_list_size", http2_max_header_list_size, 1024, 2**32 - 1
+        )
+        self.http2_keep_alive_interval = (
+            None
+            if http2_keep_alive_interval is None
+            else _check_seconds("http2_keep_alive_interval", http2_keep_alive_interval)
+        ) or None  # 0 means off, like None
+        self.http2_keep_alive_timeout = _check_seconds(
+            "http2_keep_alive_timeout", http2_keep_alive_timeout, allow_zero=False
+        )
+        # The loaded rustls configuration (a ferrocorn._ferrocorn.TlsConfig); set by load().
+        self.tls: Any = None
+
         self.loaded = False
         self.loaded_app: Callable[..., Awaitable[None]] | None = None
         self.asgi_version = "3.0"  # "2.0" once load() has wrapped an ASGI2 app
@@ -450,6 +547,10 @@ class Config:
         self.configure_logging()
         if self.env_file is not None:
             self._load_env_file(self.env_file)
+
+    @property
+    def is_ssl(self) -> bool:
+        return self.ssl_certfile is not None
 
     # ------------------------------------------------------------------ headers
 
@@ -555,6 +656,8 @@ class Config:
         """Import (and with ``factory`` call) the app; set ``loaded_app`` to an ASGI3 callable."""
         if self.loaded:
             return
+        if self.is_ssl and self.tls is None:
+            self.tls = self._load_tls()
         if self.app_dir is not None and sys.path[:1] != [self.app_dir]:
             sys.path.insert(0, self.app_dir)
 
@@ -614,6 +717,26 @@ class Config:
             self.loaded_app = app
             self.asgi_version = "3.0"
         self.loaded = True
+
+    def _load_tls(self) -> Any:
+        """Read the certificate, key and CA files now, so that a wrong path, a key that does
+        not match or a wrong password stops the start-up with a one-line error."""
+        # Imported here: it loads the Rust core, which validating options does not need.
+        from ._ferrocorn import TlsConfig
+
+        try:
+            return TlsConfig(
+                self.ssl_certfile,
+                self.ssl_keyfile,
+                password=self.ssl_keyfile_password,
+                ca_certs=self.ssl_ca_certs,
+                cert_reqs=self.ssl_cert_reqs,
+                min_version=self.ssl_min_version,
+                ciphers=self.ssl_ciphers,
+                handshake_timeout=self.ssl_handshake_timeout,
+            )
+        except ValueError as exc:
+            raise ConfigError(f"Invalid TLS configuration: {exc}") from exc
 
     # ------------------------------------------------------------------ event loop
 

@@ -105,6 +105,15 @@ class Server:
             keep_alive_timeout=config.timeout_keep_alive,
             limit_concurrency=config.limit_concurrency,
             runtime_threads=config.runtime_threads,
+            tls=config.tls,
+            http=config.http,
+            http2_max_concurrent_streams=config.http2_max_concurrent_streams,
+            http2_initial_stream_window_size=config.http2_initial_stream_window_size,
+            http2_initial_connection_window_size=config.http2_initial_connection_window_size,
+            http2_max_frame_size=config.http2_max_frame_size,
+            http2_max_header_list_size=config.http2_max_header_list_size,
+            http2_keep_alive_interval=config.http2_keep_alive_interval,
+            http2_keep_alive_timeout=config.http2_keep_alive_timeout,
         )
         # The core owns the descriptor from here on; our socket object lets go of it.
         fd = sock.detach()
@@ -131,7 +140,10 @@ class Server:
             else:
                 host, port = address
                 shown = f"[{host}]" if ":" in str(host) else host
-                logger.info("Ferrocorn running on http://%s:%d (Press CTRL+C to quit)", shown, port)
+                scheme = "https" if self.config.is_ssl else "http"
+                logger.info(
+                    "Ferrocorn running on %s://%s:%d (Press CTRL+C to quit)", scheme, shown, port
+                )
 
     async def _shutdown(self) -> None:
         core = self._core

@@ -11,6 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
 use crate::server::request::{ConnInfo, LocalAddr, PendingRequest};
+use crate::tls::TlsInfo;
 
 /// Header names beyond this many distinct ones are not cached (a client sending random
 /// names must not grow memory).
@@ -63,7 +64,11 @@ impl ScopeFactory {
         scope.set_item(intern!(py, "asgi"), self.asgi.bind(py))?;
         scope.set_item(intern!(py, "http_version"), http_version(py, head.version))?;
         scope.set_item(intern!(py, "method"), method(py, &head.method))?;
-        scope.set_item(intern!(py, "scheme"), intern!(py, "http"))?;
+        let scheme = match req.conn.tls {
+            Some(_) => intern!(py, "https"),
+            None => intern!(py, "http"),
+        };
+        scope.set_item(intern!(py, "scheme"), scheme)?;
 
         let raw_path = head.uri.path().as_bytes();
         let decoded = percent_decode(raw_path).decode_utf8_lossy();
@@ -101,6 +106,11 @@ impl ScopeFactory {
         scope.set_item(intern!(py, "headers"), headers)?;
 
         set_addresses(py, &scope, &req.conn)?;
+        if let Some(tls) = &req.conn.tls {
+            let extensions = PyDict::new(py);
+            extensions.set_item(intern!(py, "tls"), tls_extension(py, tls)?)?;
+            scope.set_item(intern!(py, "extensions"), extensions)?;
+        }
         if let Some(state) = &self.state {
             scope.set_item(intern!(py, "state"), state.bind(py).copy()?)?;
         }
@@ -120,6 +130,28 @@ fn set_addresses(py: Python<'_>, scope: &Bound<'_, PyDict>, conn: &ConnInfo) -> 
         }
     }
     Ok(())
+}
+
+/// `extensions["tls"]` (ASGI TLS extension), a fresh dict per request since apps may
+/// mutate it.
+fn tls_extension<'py>(py: Python<'py>, tls: &TlsInfo) -> PyResult<Bound<'py, PyDict>> {
+    let d = PyDict::new(py);
+    d.set_item(intern!(py, "server_cert"), &*tls.server_cert)?;
+    let chain = PyList::empty(py);
+    for pem in &tls.client_cert_chain {
+        chain.append(pem)?;
+    }
+    d.set_item(intern!(py, "client_cert_chain"), chain)?;
+    d.set_item(
+        intern!(py, "client_cert_name"),
+        tls.client_cert_name.as_deref(),
+    )?;
+    // The handshake refuses invalid client certificates outright, so a connection that got
+    // this far never has a verification error to report.
+    d.set_item(intern!(py, "client_cert_error"), py.None())?;
+    d.set_item(intern!(py, "tls_version"), tls.tls_version)?;
+    d.set_item(intern!(py, "cipher_suite"), tls.cipher_suite)?;
+    Ok(d)
 }
 
 fn address(addr: SocketAddr) -> (String, u16) {

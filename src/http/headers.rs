@@ -1,6 +1,6 @@
 //! Header checks shared by every protocol version.
 
-use http::header::{HeaderMap, HeaderName, HeaderValue, EXPECT};
+use http::header::{HeaderMap, HeaderName, HeaderValue, EXPECT, HOST};
 
 pub const SERVER_NAME: HeaderValue = HeaderValue::from_static("ferrocorn");
 
@@ -27,9 +27,42 @@ pub fn expects_continue(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"))
 }
 
+/// HTTP/2 carries the host in the `:authority` pseudo-header, which hyper moves into the URI;
+/// ASGI apps (and the spec's examples) look for a `host` header, so add one when absent.
+pub fn add_host_from_authority(head: &mut http::request::Parts) {
+    if head.headers.contains_key(HOST) {
+        return;
+    }
+    if let Some(authority) = head.uri.authority() {
+        if let Ok(value) = HeaderValue::from_str(authority.as_str()) {
+            head.headers.insert(HOST, value);
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn host_comes_from_the_authority_unless_present() {
+        let (mut head, ()) = http::Request::get("https://example.com:8443/x")
+            .body(())
+            .unwrap()
+            .into_parts();
+        add_host_from_authority(&mut head);
+        assert_eq!(head.headers[HOST], "example.com:8443");
+        let (mut head, ()) = http::Request::get("https://example.com/x")
+            .header(HOST, "other")
+            .body(())
+            .unwrap()
+            .into_parts();
+        add_host_from_authority(&mut head);
+        assert_eq!(head.headers[HOST], "other");
+        let (mut head, ()) = http::Request::get("/x").body(()).unwrap().into_parts();
+        add_host_from_authority(&mut head);
+        assert!(!head.headers.contains_key(HOST));
+    }
 
     #[test]
     fn names_must_be_tokens() {

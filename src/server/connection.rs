@@ -1,17 +1,62 @@
-//! Serving one accepted connection with hyper, and ending it on shutdown.
+//! Serving one accepted (and, for TLS, handshaken) connection with hyper — HTTP/1.1 or
+//! HTTP/2 — and ending it on shutdown.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
+use std::time::Duration;
 
-use hyper::rt::{Read, Write};
-use hyper::server::conn::http1;
+use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
-use hyper_util::rt::TokioTimer;
+use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::sync::watch;
 
+use crate::config::HttpMode;
+use crate::server::detect::{sniff, Replay};
 use crate::server::request::ConnInfo;
 use crate::server::service::{handle_request, ConnCtx};
 use crate::server::{Lifecycle, ServerShared};
 
 const HYPER_DEFAULT_MAX_HEADERS: usize = 100;
+
+/// Which protocol a connection speaks, as far as is known before its first bytes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Protocol {
+    Http1,
+    Http2,
+    /// Look for the HTTP/2 preface (cleartext, or TLS without ALPN, in `--http auto`).
+    Detect,
+}
+
+impl Protocol {
+    pub fn cleartext(mode: HttpMode) -> Self {
+        match mode {
+            HttpMode::Auto => Protocol::Detect,
+            HttpMode::Http1 => Protocol::Http1,
+            HttpMode::Http2 => Protocol::Http2,
+        }
+    }
+
+    /// After a TLS handshake: ALPN decides; a client that offered no ALPN is treated like a
+    /// cleartext one.
+    pub fn negotiated(mode: HttpMode, alpn: Option<&[u8]>) -> Self {
+        match alpn {
+            Some(b"h2") => Protocol::Http2,
+            Some(_) => Protocol::Http1,
+            None => Protocol::cleartext(mode),
+        }
+    }
+}
+
+/// The ALPN protocols to offer for `--http`, most preferred first.
+pub fn alpn_protocols(mode: HttpMode) -> &'static [&'static [u8]] {
+    match mode {
+        HttpMode::Auto => &[b"h2", b"http/1.1"],
+        HttpMode::Http1 => &[b"http/1.1"],
+        HttpMode::Http2 => &[b"h2"],
+    }
+}
 
 /// The HTTP/1.1 connection settings from the server config.
 fn http1_builder(shared: &ServerShared) -> http1::Builder {
@@ -34,23 +79,115 @@ fn http1_builder(shared: &ServerShared) -> http1::Builder {
     builder
 }
 
-pub async fn serve_connection<I>(io: I, info: ConnInfo, shared: Arc<ServerShared>)
+/// The HTTP/2 connection settings from the server config. Each stream's service future runs
+/// as its own tokio task (the executor), so one slow request does not hold up the others.
+fn http2_builder(shared: &ServerShared) -> http2::Builder<TokioExecutor> {
+    let config = &shared.config;
+    let settings = &config.http2;
+    let mut builder = http2::Builder::new(TokioExecutor::new());
+    builder
+        .timer(TokioTimer::new())
+        .max_concurrent_streams(settings.max_concurrent_streams)
+        .initial_stream_window_size(settings.initial_stream_window_size)
+        .initial_connection_window_size(settings.initial_connection_window_size)
+        .max_frame_size(settings.max_frame_size)
+        .max_header_list_size(settings.max_header_list_size)
+        .keep_alive_interval(settings.keep_alive_interval)
+        .keep_alive_timeout(settings.keep_alive_timeout)
+        .auto_date_header(config.date_header);
+    builder
+}
+
+/// How long a new connection may stay silent before its first bytes: the keep-alive idle
+/// timeout, as for any idle connection, else the header read timeout.
+fn first_bytes_timeout(shared: &ServerShared) -> Option<Duration> {
+    let config = &shared.config;
+    match (config.keep_alive_timeout, config.header_read_timeout) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    }
+}
+
+/// Waits for enough bytes to tell HTTP/2 from HTTP/1; None when the connection should close
+/// (client gone or silent too long, or the server draining).
+async fn detect<S>(
+    io: S,
+    shared: &ServerShared,
+    lifecycle: &mut watch::Receiver<Lifecycle>,
+) -> Option<(Replay<S>, bool)>
 where
-    I: Read + Write + Unpin + Send + 'static,
+    S: AsyncRead + Unpin,
+{
+    let deadline = async {
+        match first_bytes_timeout(shared) {
+            Some(limit) => tokio::time::sleep(limit).await,
+            None => std::future::pending().await,
+        }
+    };
+    let draining = async {
+        while *lifecycle.borrow_and_update() < Lifecycle::Draining {
+            if lifecycle.changed().await.is_err() {
+                return;
+            }
+        }
+    };
+    tokio::select! {
+        sniffed = sniff(io) => sniffed.ok().flatten(),
+        () = deadline => None,
+        () = draining => None,
+    }
+}
+
+pub async fn serve_connection<S>(
+    io: S,
+    info: ConnInfo,
+    shared: Arc<ServerShared>,
+    protocol: Protocol,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let _count = shared.track_connection();
     let mut lifecycle = shared.lifecycle.subscribe();
+    let (io, http2) = match protocol {
+        Protocol::Http1 => (Replay::new(io), false),
+        Protocol::Http2 => (Replay::new(io), true),
+        Protocol::Detect => match detect(io, &shared, &mut lifecycle).await {
+            Some(detected) => detected,
+            None => return,
+        },
+    };
     let ctx = Arc::new(ConnCtx::new(info, shared.clone()));
     let conn_ctx = ctx.clone();
     let service = service_fn(move |req| handle_request(req, conn_ctx.clone()));
-    let keep_alive_timeout = shared.config.keep_alive_timeout;
-    let connection = http1_builder(&shared).serve_connection(io, service);
+    let io = TokioIo::new(io);
+    if http2 {
+        let connection = http2_builder(&shared).serve_connection(io, service);
+        drive(connection, |c| c.graceful_shutdown(), &ctx, lifecycle).await;
+    } else {
+        let connection = http1_builder(&shared).serve_connection(io, service);
+        drive(connection, |c| c.graceful_shutdown(), &ctx, lifecycle).await;
+    }
+}
+
+/// Runs a hyper connection until it ends, shutting it down gracefully when the server drains
+/// or the connection has been idle for the keep-alive timeout, and dropping it on close.
+async fn drive<C, G>(
+    connection: C,
+    graceful_shutdown: G,
+    ctx: &ConnCtx,
+    mut lifecycle: watch::Receiver<Lifecycle>,
+) where
+    C: Future,
+    G: Fn(Pin<&mut C>),
+{
+    let keep_alive_timeout = ctx.shared.config.keep_alive_timeout;
     let mut connection = std::pin::pin!(connection);
     let mut draining = false;
     loop {
         if !draining && *lifecycle.borrow_and_update() >= Lifecycle::Draining {
-            // Idle keep-alive connections close now; busy ones after their response.
-            connection.as_mut().graceful_shutdown();
+            // Idle keep-alive connections close now; busy ones after their response
+            // (HTTP/2: GOAWAY, then the open streams finish).
+            graceful_shutdown(connection.as_mut());
             draining = true;
         }
         if *lifecycle.borrow() >= Lifecycle::Closing {
@@ -77,7 +214,7 @@ where
             () = idle_deadline => {
                 if let (Some(timeout), Some(idle)) = (keep_alive_timeout, ctx.idle_for()) {
                     if idle >= timeout {
-                        connection.as_mut().graceful_shutdown();
+                        graceful_shutdown(connection.as_mut());
                         draining = true;
                     }
                 }

@@ -3,10 +3,9 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, UnixListener};
 
-use crate::server::connection::serve_connection;
+use crate::server::handshake::start_connection;
 use crate::server::request::{ConnInfo, LocalAddr};
 use crate::server::{Lifecycle, ServerShared};
 
@@ -49,16 +48,18 @@ async fn accept_one(listener: &Listener, shared: &Arc<ServerShared>) -> std::io:
             let info = ConnInfo {
                 peer: Some(peer),
                 local: LocalAddr::Tcp(local),
+                tls: None,
             };
-            tokio::spawn(serve_connection(TokioIo::new(stream), info, shared.clone()));
+            tokio::spawn(start_connection(stream, info, shared.clone()));
         }
         Listener::Unix(l, path) => {
             let (stream, _) = l.accept().await?;
             let info = ConnInfo {
                 peer: None,
                 local: LocalAddr::Unix(path.clone()),
+                tls: None,
             };
-            tokio::spawn(serve_connection(TokioIo::new(stream), info, shared.clone()));
+            tokio::spawn(start_connection(stream, info, shared.clone()));
         }
     }
     Ok(())

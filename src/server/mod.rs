@@ -2,6 +2,8 @@
 //! Nothing in here touches Python.
 
 pub mod connection;
+pub mod detect;
+pub mod handshake;
 pub mod listener;
 pub mod request;
 pub mod service;

@@ -4,6 +4,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use crate::http::exchange::Exchange;
+use crate::tls::TlsInfo;
 
 pub enum LocalAddr {
     Tcp(SocketAddr),
@@ -14,6 +15,8 @@ pub enum LocalAddr {
 pub struct ConnInfo {
     pub peer: Option<SocketAddr>,
     pub local: LocalAddr,
+    /// Set on TLS connections (scheme `https`, `extensions["tls"]`).
+    pub tls: Option<Arc<TlsInfo>>,
 }
 
 pub struct PendingRequest {

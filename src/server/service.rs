@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use http::{Method, Request, Response, StatusCode};
+use http::{Method, Request, Response, StatusCode, Version};
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
@@ -19,7 +19,7 @@ use crate::asgi::protocol::error_response;
 use crate::asgi::state::{LoopState, RequestBody};
 use crate::http::body::{pump_request_body, BodyAborted, ResponseBody, REQUEST_BODY_QUEUE};
 use crate::http::exchange::{CloseGuard, Exchange};
-use crate::http::headers::expects_continue;
+use crate::http::headers::{add_host_from_authority, expects_continue};
 use crate::server::request::{ConnInfo, PendingRequest};
 use crate::server::ServerShared;
 use crate::wakeup::Event;
@@ -122,7 +122,10 @@ pub async fn handle_request(
 async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>) -> Response<ResponseBody> {
     let shared = &conn.shared;
     let config = &shared.config;
-    let (head, body) = req.into_parts();
+    let (mut head, body) = req.into_parts();
+    if head.version == Version::HTTP_2 {
+        add_host_from_authority(&mut head);
+    }
     let expect_continue = expects_continue(&head.headers);
     let is_head = head.method == Method::HEAD;
 

@@ -1,0 +1,150 @@
+//! Cleartext HTTP/2 with prior knowledge (h2c): a client that speaks HTTP/2 without asking
+//! starts with the fixed connection preface. Read the first bytes, compare, and hand them
+//! back to whichever protocol hyper then runs.
+
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
+
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+
+const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
+
+/// How much the first read may take. Most HTTP/1.1 request heads fit, so hyper usually gets
+/// the whole first request from this buffer.
+const FIRST_READ: usize = 4096;
+
+/// An I/O stream that first yields bytes already read from it.
+pub struct Replay<S> {
+    prefix: Bytes,
+    inner: S,
+}
+
+impl<S> Replay<S> {
+    pub fn new(inner: S) -> Self {
+        Replay {
+            prefix: Bytes::new(),
+            inner,
+        }
+    }
+}
+
+/// Reads until the bytes either diverge from the HTTP/2 preface or complete it. Returns the
+/// stream (with those bytes to replay) and whether it is HTTP/2; None when the client closed
+/// without sending anything.
+pub async fn sniff<S: AsyncRead + Unpin>(mut io: S) -> io::Result<Option<(Replay<S>, bool)>> {
+    let mut buf = BytesMut::with_capacity(FIRST_READ);
+    let http2 = loop {
+        if io.read_buf(&mut buf).await? == 0 {
+            if buf.is_empty() {
+                return Ok(None);
+            }
+            break false; // A truncated head: hyper's HTTP/1 parser answers it.
+        }
+        let n = buf.len().min(PREFACE.len());
+        if buf[..n] != PREFACE[..n] {
+            break false;
+        }
+        if n == PREFACE.len() {
+            break true;
+        }
+    };
+    Ok(Some((
+        Replay {
+            prefix: buf.freeze(),
+            inner: io,
+        },
+        http2,
+    )))
+}
+
+impl<S: AsyncRead + Unpin> AsyncRead for Replay<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if !this.prefix.is_empty() {
+            let n = this.prefix.len().min(buf.remaining());
+            buf.put_slice(&this.prefix[..n]);
+            this.prefix.advance(n);
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut this.inner).poll_read(cx, buf)
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for Replay<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::AsyncWriteExt;
+
+    async fn detect(chunks: &[&[u8]]) -> Option<(Vec<u8>, bool)> {
+        let (mut client, server) = tokio::io::duplex(1 << 16);
+        for chunk in chunks {
+            client.write_all(chunk).await.unwrap();
+        }
+        drop(client);
+        let (mut replay, http2) = sniff(server).await.unwrap()?;
+        let mut all = Vec::new();
+        replay.read_to_end(&mut all).await.unwrap();
+        Some((all, http2))
+    }
+
+    #[tokio::test]
+    async fn tells_http2_from_http1_and_replays_everything() {
+        let rt = detect(&[b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n\x00\x00"])
+            .await
+            .unwrap();
+        assert!(rt.1);
+        assert_eq!(rt.0.len(), PREFACE.len() + 2);
+        let rt = detect(&[b"GET / HTTP/1.1\r\n\r\n"]).await.unwrap();
+        assert_eq!(rt, (b"GET / HTTP/1.1\r\n\r\n".to_vec(), false));
+        // "P" could start either; "PRI * HTTP/1" diverges late.
+        let rt = detect(&[b"PRI * HTTP/1.1\r\n\r\n"]).await.unwrap();
+        assert!(!rt.1);
+        assert!(detect(&[]).await.is_none());
+    }
+
+    #[tokio::test]
+    async fn waits_for_a_split_preface() {
+        let (mut client, server) = tokio::io::duplex(1 << 16);
+        let task = tokio::spawn(async move { sniff(server).await.unwrap().map(|(_, h2)| h2) });
+        client.write_all(&PREFACE[..5]).await.unwrap();
+        tokio::task::yield_now().await;
+        client.write_all(&PREFACE[5..]).await.unwrap();
+        assert_eq!(task.await.unwrap(), Some(true));
+    }
+}

@@ -1,0 +1,37 @@
+//! From an accepted stream to a served connection: the TLS handshake (when configured, with
+//! its timeout) and the choice of protocol. Runs in tokio, per connection.
+
+use std::sync::Arc;
+
+use tokio::io::{AsyncRead, AsyncWrite};
+
+use crate::server::connection::{serve_connection, Protocol};
+use crate::server::request::ConnInfo;
+use crate::server::ServerShared;
+use crate::tls::TlsInfo;
+
+pub async fn start_connection<S>(stream: S, mut info: ConnInfo, shared: Arc<ServerShared>)
+where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let mode = shared.config.http;
+    let Some(tls) = shared.config.tls.clone() else {
+        return serve_connection(stream, info, shared, Protocol::cleartext(mode)).await;
+    };
+    let handshake = tls.acceptor.accept(stream);
+    // A failed or stalled handshake just closes the connection: there is nobody to answer.
+    let stream = match tls.handshake_timeout {
+        Some(limit) => match tokio::time::timeout(limit, handshake).await {
+            Ok(Ok(stream)) => stream,
+            _ => return,
+        },
+        None => match handshake.await {
+            Ok(stream) => stream,
+            Err(_) => return,
+        },
+    };
+    let session = stream.get_ref().1;
+    let protocol = Protocol::negotiated(mode, session.alpn_protocol());
+    info.tls = Some(Arc::new(TlsInfo::new(session, tls.server_cert_pem.clone())));
+    serve_connection(stream, info, shared, protocol).await
+}

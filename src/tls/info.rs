@@ -1,0 +1,44 @@
+//! What one TLS connection negotiated, as plain data for the ASGI TLS extension. Computed
+//! once per connection in tokio, read by the loop thread for each request's scope.
+
+use std::sync::Arc;
+
+use der::Decode;
+use rustls::ServerConnection;
+use x509_cert::Certificate;
+
+use crate::tls::settings::pem_certificate;
+
+#[derive(Debug)]
+pub struct TlsInfo {
+    /// The server's certificate (PEM), shared by every connection.
+    pub server_cert: Arc<str>,
+    /// The client's certificates as PEM, leaf first; empty when it sent none.
+    pub client_cert_chain: Vec<String>,
+    /// The client leaf's subject as an RFC 4514 string.
+    pub client_cert_name: Option<String>,
+    /// The TLS version number (0x0303 for TLS 1.2, 0x0304 for TLS 1.3).
+    pub tls_version: Option<u16>,
+    /// The IANA number of the negotiated cipher suite.
+    pub cipher_suite: Option<u16>,
+}
+
+impl TlsInfo {
+    pub fn new(conn: &ServerConnection, server_cert: Arc<str>) -> Self {
+        let chain = conn.peer_certificates().unwrap_or(&[]);
+        let client_cert_name = chain.first().and_then(|leaf| {
+            // The handshake verified the certificate; should its subject still not decode
+            // here, report no name rather than fail the connection.
+            Certificate::from_der(leaf.as_ref())
+                .ok()
+                .map(|c| c.tbs_certificate.subject.to_string())
+        });
+        TlsInfo {
+            server_cert,
+            client_cert_chain: chain.iter().map(|c| pem_certificate(c.as_ref())).collect(),
+            client_cert_name,
+            tls_version: conn.protocol_version().map(u16::from),
+            cipher_suite: conn.negotiated_cipher_suite().map(|s| u16::from(s.suite())),
+        }
+    }
+}
