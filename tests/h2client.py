@@ -60,6 +60,7 @@ class H2Client:
         self.authority = f"{server_hostname if tls_context else host}:{port}"
         config = h2.config.H2Configuration(client_side=True, header_encoding="utf-8")
         self.conn = h2.connection.H2Connection(config=config)
+        self._survive_goaway()
         self.conn.initiate_connection()
         if settings:
             self.conn.update_settings(settings)
@@ -67,6 +68,22 @@ class H2Client:
         self.terminated = None  # the ConnectionTerminated event once the server sent GOAWAY
         self.closed = False
         self.flush()
+
+    def _survive_goaway(self):
+        """The h2 library closes its whole connection state on GOAWAY, but RFC 9113 §6.8 lets
+        the streams the server already accepted finish (graceful shutdown: hyper sends GOAWAY,
+        then a PING, then the responses). Keep the state machine open so they still parse."""
+        machine = self.conn.state_machine
+        process_input = machine.process_input
+
+        def patched(input_):
+            before = machine.state
+            events = process_input(input_)
+            if input_ is h2.connection.ConnectionInputs.RECV_GOAWAY:
+                machine.state = before
+            return events
+
+        machine.process_input = patched
 
     def close(self):
         try:
