@@ -5,7 +5,8 @@
 #   bash tests/run_all.sh            # both interpreters
 #   INTERPRETERS=python3 bash tests/run_all.sh
 #
-# Needs: cargo, python3 (with pip), pypy3 (+ pypy3-dev) — .ci/run installs them on Debian.
+# Needs: cargo, python3 (with pip), pypy3 (+ pypy3-dev), openssl (test certificates) and
+# optionally h2load (nghttp2-client) — .ci/run installs them on Debian.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
