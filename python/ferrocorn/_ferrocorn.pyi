@@ -5,7 +5,8 @@ hot path.  Python owns configuration, sockets, lifespan, signals and logging.
 """
 
 import asyncio
-from typing import Any, Awaitable, Callable
+import os
+from typing import Any, Awaitable, Callable, Literal
 
 __version__: str
 
@@ -24,6 +25,27 @@ class HttpProtocol:
     def access_info(self) -> tuple[str, str, str, str, int, int, float]:
         """(client "host:port", method, path with query, http_version, status, body bytes,
         seconds since the request arrived)."""
+
+class TlsConfig:
+    """A loaded TLS configuration (rustls).  The constructor reads and checks every file and
+    raises ``ValueError`` with a one-line message for a missing file, a key that does not
+    match the certificate, a wrong password or an unknown cipher suite name."""
+
+    def __init__(
+        self,
+        certfile: str | os.PathLike[str],
+        keyfile: str | os.PathLike[str] | None = None,
+        *,
+        password: str | None = None,
+        ca_certs: str | os.PathLike[str] | None = None,
+        cert_reqs: Literal["none", "optional", "required"] = "none",
+        min_version: Literal["1.2", "1.3"] = "1.2",
+        ciphers: str | None = None,
+        handshake_timeout: float | None = 10.0,
+    ) -> None: ...
+    @property
+    def server_cert(self) -> str:
+        """The server certificate, PEM-encoded."""
 
 class Core:
     """The Rust server core of one worker process."""
@@ -48,6 +70,15 @@ class Core:
         limit_concurrency: int | None = None,
         runtime_threads: int = 1,
         eager_tasks: bool | None = None,
+        tls: TlsConfig | None = None,
+        http: Literal["auto", "1", "2"] = "auto",
+        http2_max_concurrent_streams: int = 100,
+        http2_initial_stream_window_size: int = 1048576,
+        http2_initial_connection_window_size: int = 2097152,
+        http2_max_frame_size: int = 16384,
+        http2_max_header_list_size: int = 65536,
+        http2_keep_alive_interval: float | None = None,
+        http2_keep_alive_timeout: float = 20.0,
     ) -> None: ...
     def listen_tcp(self, fd: int) -> None:
         """Serve a bound, listening TCP socket; the core takes ownership of ``fd``."""
