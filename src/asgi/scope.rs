@@ -2,7 +2,7 @@
 
 use std::collections::HashMap;
 use std::net::SocketAddr;
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use http::{HeaderName, Method, Version};
 use percent_encoding::percent_decode;
@@ -25,6 +25,9 @@ pub struct ScopeFactory {
     /// The lifespan state; each request gets a shallow copy (spec).
     state: Option<Py<PyDict>>,
     header_names: Mutex<HashMap<HeaderName, Py<PyBytes>>>,
+    /// The server certificate PEM for `extensions["tls"]`: the same for every connection,
+    /// so made into a Python string once.
+    server_cert: OnceLock<Py<PyString>>,
 }
 
 impl ScopeFactory {
@@ -38,6 +41,7 @@ impl ScopeFactory {
             root_path_raw: root_path.as_bytes().to_vec(),
             state,
             header_names: Mutex::new(HashMap::new()),
+            server_cert: OnceLock::new(),
         })
     }
 
@@ -108,7 +112,10 @@ impl ScopeFactory {
         set_addresses(py, &scope, &req.conn)?;
         if let Some(tls) = &req.conn.tls {
             let extensions = PyDict::new(py);
-            extensions.set_item(intern!(py, "tls"), tls_extension(py, tls)?)?;
+            let cert = self
+                .server_cert
+                .get_or_init(|| PyString::new(py, &tls.server_cert).unbind());
+            extensions.set_item(intern!(py, "tls"), tls_extension(py, tls, cert.bind(py))?)?;
             scope.set_item(intern!(py, "extensions"), extensions)?;
         }
         if let Some(state) = &self.state {
@@ -134,9 +141,13 @@ fn set_addresses(py: Python<'_>, scope: &Bound<'_, PyDict>, conn: &ConnInfo) -> 
 
 /// `extensions["tls"]` (ASGI TLS extension), a fresh dict per request since apps may
 /// mutate it.
-fn tls_extension<'py>(py: Python<'py>, tls: &TlsInfo) -> PyResult<Bound<'py, PyDict>> {
+fn tls_extension<'py>(
+    py: Python<'py>,
+    tls: &TlsInfo,
+    server_cert: &Bound<'py, PyString>,
+) -> PyResult<Bound<'py, PyDict>> {
     let d = PyDict::new(py);
-    d.set_item(intern!(py, "server_cert"), &*tls.server_cert)?;
+    d.set_item(intern!(py, "server_cert"), server_cert)?;
     let chain = PyList::empty(py);
     for pem in &tls.client_cert_chain {
         chain.append(pem)?;
