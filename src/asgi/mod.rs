@@ -5,3 +5,4 @@ pub mod messages;
 pub mod protocol;
 pub mod scope;
 pub mod state;
+pub mod waiters;

@@ -16,7 +16,25 @@ const RECV_WAITING: u8 = 1;
 /// The client is gone, or hyper has finished with the response (it dropped our body).
 const CLOSED: u8 = 2;
 
-pub struct Exchange {
+/// The loop-side state types (HTTP, WebSocket) say which events wake them.
+pub trait ExchangeState: Send + Sized + 'static {
+    /// The event that wakes this exchange's parked `receive()`.
+    fn receive_event(exchange: Arc<Exchange<Self>>) -> Event;
+    /// The event that completes this exchange's backpressured `send()`.
+    fn send_done_event(exchange: Arc<Exchange<Self>>) -> Event;
+}
+
+impl ExchangeState for LoopState {
+    fn receive_event(exchange: Arc<Exchange<Self>>) -> Event {
+        Event::Receive(exchange)
+    }
+
+    fn send_done_event(exchange: Arc<Exchange<Self>>) -> Event {
+        Event::SendDone(exchange)
+    }
+}
+
+pub struct Exchange<S: ExchangeState = LoopState> {
     flags: AtomicU8,
     wakeup: Arc<Wakeup>,
     /// For streamed request bodies: the body pump waits on this before its first read when
@@ -24,11 +42,11 @@ pub struct Exchange {
     pub body_start: Option<Arc<Notify>>,
     /// Outcome of the last backpressured send (true = accepted by the body channel).
     pub send_ok: AtomicBool,
-    state: Mutex<LoopState>,
+    state: Mutex<S>,
 }
 
-impl Exchange {
-    pub fn new(wakeup: Arc<Wakeup>, body_start: Option<Arc<Notify>>, state: LoopState) -> Self {
+impl<S: ExchangeState> Exchange<S> {
+    pub fn new(wakeup: Arc<Wakeup>, body_start: Option<Arc<Notify>>, state: S) -> Self {
         Exchange {
             flags: AtomicU8::new(0),
             wakeup,
@@ -43,7 +61,7 @@ impl Exchange {
     }
 
     /// Loop thread only.
-    pub fn state(&self) -> MutexGuard<'_, LoopState> {
+    pub fn state(&self) -> MutexGuard<'_, S> {
         // A poisoned lock only means a panic happened while it was held; the state itself
         // is still consistent enough to finish the exchange.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
@@ -65,8 +83,13 @@ impl Exchange {
     /// tokio side: something changed; wake the loop only if a receive() is parked.
     pub fn wake_receiver(self: &Arc<Self>) {
         if self.flags.fetch_and(!RECV_WAITING, Ordering::SeqCst) & RECV_WAITING != 0 {
-            self.wakeup.push(Event::Receive(self.clone()));
+            self.wakeup.push(S::receive_event(self.clone()));
         }
+    }
+
+    /// tokio side: a backpressured `send()` finished (see `send_ok`).
+    pub fn send_done(self: &Arc<Self>) {
+        self.wakeup.push(S::send_done_event(self.clone()));
     }
 
     pub fn mark_closed(self: &Arc<Self>) {
@@ -78,10 +101,10 @@ impl Exchange {
 /// Marks the exchange closed when dropped: held by hyper's service future until the response
 /// is handed over, then by the response body until hyper is done with it. Either drop means
 /// "no more can be sent", which is what `http.disconnect` and `ClientDisconnected` report.
-pub struct CloseGuard(Option<Arc<Exchange>>);
+pub struct CloseGuard<S: ExchangeState = LoopState>(Option<Arc<Exchange<S>>>);
 
-impl CloseGuard {
-    pub fn new(exchange: Arc<Exchange>) -> Self {
+impl<S: ExchangeState> CloseGuard<S> {
+    pub fn new(exchange: Arc<Exchange<S>>) -> Self {
         CloseGuard(Some(exchange))
     }
 
@@ -90,7 +113,7 @@ impl CloseGuard {
     }
 }
 
-impl Drop for CloseGuard {
+impl<S: ExchangeState> Drop for CloseGuard<S> {
     fn drop(&mut self) {
         if let Some(exchange) = self.0.take() {
             exchange.mark_closed();
