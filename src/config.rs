@@ -4,6 +4,8 @@ use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
 
+use crate::ws::WsConfig;
+
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
     /// Add `Server: ferrocorn` unless the app set its own.
@@ -22,6 +24,7 @@ pub struct ServerConfig {
     pub keep_alive_timeout: Option<Duration>,
     /// Answer 503 instead of dispatching beyond this many requests in flight.
     pub limit_concurrency: Option<usize>,
+    pub ws: WsConfig,
 }
 
 impl Default for ServerConfig {
@@ -37,6 +40,7 @@ impl Default for ServerConfig {
             keep_alive: true,
             keep_alive_timeout: Some(Duration::from_secs(5)),
             limit_concurrency: None,
+            ws: WsConfig::default(),
         }
     }
 }

@@ -12,13 +12,15 @@ use pyo3::types::{PyDict, PyList};
 use crate::asgi::awaitable::Ready;
 use crate::asgi::protocol::{HttpProtocol, LoopCtx, RequestLine};
 use crate::asgi::scope::ScopeFactory;
+use crate::asgi::websocket::WebSocketProtocol;
 use crate::config::ServerConfig;
 use crate::http::headers::{response_header_name, response_header_value};
 use crate::runtime::IoRuntime;
 use crate::server::listener::{accept_loop, Listener};
-use crate::server::request::PendingRequest;
+use crate::server::request::{PendingRequest, PendingWebSocket};
 use crate::server::{Lifecycle, ServerShared};
 use crate::wakeup::{Event, Wakeup};
+use crate::ws::WsConfig;
 
 enum PendingListener {
     Tcp(std::net::TcpListener),
@@ -122,6 +124,29 @@ impl Core {
         started
     }
 
+    fn dispatch_websocket(&self, py: Python<'_>, req: PendingWebSocket) -> PyResult<()> {
+        let proto = Bound::new(
+            py,
+            WebSocketProtocol::new(
+                req.exchange.clone(),
+                self.ctx.clone(),
+                req.head.uri.clone(),
+                req.conn.peer,
+            ),
+        )?;
+        let started = self.scope.build_websocket(py, &req).and_then(|scope| {
+            let coro = self
+                .run_asgi
+                .bind(py)
+                .call1((self.app.bind(py), scope, proto.clone()))?;
+            self.spawner.spawn(py, coro)
+        });
+        if started.is_err() {
+            proto.get().fail_internal();
+        }
+        started
+    }
+
     fn log_error(&self, py: Python<'_>, message: &str, err: PyErr) {
         let kwargs = PyDict::new(py);
         let _ = kwargs.set_item("exc_info", err.into_value(py));
@@ -144,7 +169,8 @@ impl Core {
         date_header=true, headers=None, http1_max_header_size=65536, http1_max_headers=100,
         body_preread_limit=65536, header_read_timeout=Some(30.0), keep_alive=true,
         keep_alive_timeout=Some(5.0), limit_concurrency=None, runtime_threads=1,
-        eager_tasks=None
+        eager_tasks=None, ws=true, ws_max_size=16777216, ws_max_queue=32,
+        ws_ping_interval=Some(20.0), ws_ping_timeout=Some(20.0)
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -166,6 +192,11 @@ impl Core {
         limit_concurrency: Option<usize>,
         runtime_threads: usize,
         eager_tasks: Option<bool>,
+        ws: bool,
+        ws_max_size: usize,
+        ws_max_queue: usize,
+        ws_ping_interval: Option<f64>,
+        ws_ping_timeout: Option<f64>,
     ) -> PyResult<Self> {
         let header_read_timeout = seconds("header_read_timeout", header_read_timeout)?;
         let keep_alive_timeout = seconds("keep_alive_timeout", keep_alive_timeout)?;
@@ -183,6 +214,13 @@ impl Core {
             keep_alive,
             keep_alive_timeout,
             limit_concurrency,
+            ws: WsConfig {
+                enabled: ws,
+                max_size: ws_max_size,
+                max_queue: ws_max_queue,
+                ping_interval: seconds("ws_ping_interval", ws_ping_interval)?,
+                ping_timeout: seconds("ws_ping_timeout", ws_ping_timeout)?,
+            },
         });
         let wakeup = Arc::new(Wakeup::new().map_err(|e| PyOSError::new_err(e.to_string()))?);
         let runtime = IoRuntime::start(runtime_threads.max(1))
@@ -292,6 +330,9 @@ impl Core {
                 Event::Request(req) => self.dispatch(py, *req),
                 Event::Receive(ex) => HttpProtocol::on_receive_event(py, &ex),
                 Event::SendDone(ex) => HttpProtocol::on_send_done(py, &ex),
+                Event::WebSocket(req) => self.dispatch_websocket(py, *req),
+                Event::WsReceive(ex) => WebSocketProtocol::on_receive_event(py, &ex),
+                Event::WsSendDone(ex) => WebSocketProtocol::on_send_done(py, &ex),
             };
             if let Err(err) = result {
                 self.log_error(py, "Error while dispatching a request", err);

@@ -14,6 +14,7 @@ pub mod http;
 pub mod runtime;
 pub mod server;
 pub mod wakeup;
+pub mod ws;
 
 #[pymodule]
 fn _ferrocorn(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -25,6 +26,7 @@ fn _ferrocorn(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add_class::<core::Core>()?;
     m.add_class::<asgi::protocol::HttpProtocol>()?;
+    m.add_class::<asgi::websocket::WebSocketProtocol>()?;
     m.add_class::<asgi::awaitable::Ready>()?;
     Ok(())
 }

@@ -25,6 +25,15 @@ class HttpProtocol:
         """(client "host:port", method, path with query, http_version, status, body bytes,
         seconds since the request arrived)."""
 
+class WebSocketProtocol:
+    """One WebSocket connection (ASGI websocket scope); created by the core."""
+
+    def receive(self) -> Awaitable[dict[str, Any]]: ...
+    def send(self, message: dict[str, Any]) -> Awaitable[None]: ...
+    def complete(self) -> str | None: ...
+    def fail(self, exc: BaseException) -> bool: ...
+    def access_info(self) -> tuple[str, str, str, str, int, int, float]: ...
+
 class Core:
     """The Rust server core of one worker process."""
 
@@ -48,6 +57,11 @@ class Core:
         limit_concurrency: int | None = None,
         runtime_threads: int = 1,
         eager_tasks: bool | None = None,
+        ws: bool = True,
+        ws_max_size: int = 16777216,
+        ws_max_queue: int = 32,
+        ws_ping_interval: float | None = 20.0,
+        ws_ping_timeout: float | None = 20.0,
     ) -> None: ...
     def listen_tcp(self, fd: int) -> None:
         """Serve a bound, listening TCP socket; the core takes ownership of ``fd``."""

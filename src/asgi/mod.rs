@@ -6,3 +6,4 @@ pub mod protocol;
 pub mod scope;
 pub mod state;
 pub mod waiters;
+pub mod websocket;

@@ -10,7 +10,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
-use crate::server::request::{ConnInfo, LocalAddr, PendingRequest};
+use crate::server::request::{ConnInfo, LocalAddr, PendingRequest, PendingWebSocket};
 
 /// Header names beyond this many distinct ones are not cached (a client sending random
 /// names must not grow memory).
@@ -52,6 +52,7 @@ impl ScopeFactory {
         b
     }
 
+    /// The `http` scope.
     pub fn build<'py>(
         &self,
         py: Python<'py>,
@@ -60,11 +61,45 @@ impl ScopeFactory {
         let head = &req.head;
         let scope = PyDict::new(py);
         scope.set_item(intern!(py, "type"), intern!(py, "http"))?;
-        scope.set_item(intern!(py, "asgi"), self.asgi.bind(py))?;
         scope.set_item(intern!(py, "http_version"), http_version(py, head.version))?;
         scope.set_item(intern!(py, "method"), method(py, &head.method))?;
         scope.set_item(intern!(py, "scheme"), intern!(py, "http"))?;
+        self.fill_common(py, &scope, head, &req.conn)?;
+        Ok(scope)
+    }
 
+    /// The `websocket` scope.
+    pub fn build_websocket<'py>(
+        &self,
+        py: Python<'py>,
+        req: &PendingWebSocket,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let head = &req.head;
+        let scope = PyDict::new(py);
+        scope.set_item(intern!(py, "type"), intern!(py, "websocket"))?;
+        scope.set_item(intern!(py, "http_version"), http_version(py, head.version))?;
+        scope.set_item(intern!(py, "scheme"), intern!(py, "ws"))?;
+        scope.set_item(
+            intern!(py, "subprotocols"),
+            PyList::new(py, req.subprotocols.iter())?,
+        )?;
+        // Only what works: the denial response (websocket.http.response.*).
+        let extensions = PyDict::new(py);
+        extensions.set_item("websocket.http.response", PyDict::new(py))?;
+        scope.set_item(intern!(py, "extensions"), extensions)?;
+        self.fill_common(py, &scope, head, &req.conn)?;
+        Ok(scope)
+    }
+
+    /// The keys both scope types share.
+    fn fill_common(
+        &self,
+        py: Python<'_>,
+        scope: &Bound<'_, PyDict>,
+        head: &http::request::Parts,
+        conn: &ConnInfo,
+    ) -> PyResult<()> {
+        scope.set_item(intern!(py, "asgi"), self.asgi.bind(py))?;
         let raw_path = head.uri.path().as_bytes();
         let decoded = percent_decode(raw_path).decode_utf8_lossy();
         if self.root_path_raw.is_empty() {
@@ -100,11 +135,11 @@ impl ScopeFactory {
         }
         scope.set_item(intern!(py, "headers"), headers)?;
 
-        set_addresses(py, &scope, &req.conn)?;
+        set_addresses(py, scope, conn)?;
         if let Some(state) = &self.state {
             scope.set_item(intern!(py, "state"), state.bind(py).copy()?)?;
         }
-        Ok(scope)
+        Ok(())
     }
 }
 

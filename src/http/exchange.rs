@@ -10,6 +10,7 @@ use tokio::sync::Notify;
 
 use crate::asgi::state::LoopState;
 use crate::wakeup::{Event, Wakeup};
+use crate::ws::CloseInfo;
 
 /// A `receive()` is parked on the loop and wants an `Event::Receive` on the next change.
 const RECV_WAITING: u8 = 1;
@@ -42,6 +43,8 @@ pub struct Exchange<S: ExchangeState = LoopState> {
     pub body_start: Option<Arc<Notify>>,
     /// Outcome of the last backpressured send (true = accepted by the body channel).
     pub send_ok: AtomicBool,
+    /// WebSocket: how the session ended; tokio writes it before marking the exchange closed.
+    close_info: Mutex<Option<CloseInfo>>,
     state: Mutex<S>,
 }
 
@@ -52,6 +55,7 @@ impl<S: ExchangeState> Exchange<S> {
             wakeup,
             body_start,
             send_ok: AtomicBool::new(false),
+            close_info: Mutex::new(None),
             state: Mutex::new(state),
         }
     }
@@ -65,6 +69,17 @@ impl<S: ExchangeState> Exchange<S> {
         // A poisoned lock only means a panic happened while it was held; the state itself
         // is still consistent enough to finish the exchange.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn set_close_info(&self, info: CloseInfo) {
+        *self.close_info.lock().unwrap_or_else(|p| p.into_inner()) = Some(info);
+    }
+
+    pub fn close_info(&self) -> Option<CloseInfo> {
+        self.close_info
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub fn is_closed(&self) -> bool {

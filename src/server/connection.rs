@@ -44,7 +44,9 @@ where
     let conn_ctx = ctx.clone();
     let service = service_fn(move |req| handle_request(req, conn_ctx.clone()));
     let keep_alive_timeout = shared.config.keep_alive_timeout;
-    let connection = http1_builder(&shared).serve_connection(io, service);
+    let connection = http1_builder(&shared)
+        .serve_connection(io, service)
+        .with_upgrades();
     let mut connection = std::pin::pin!(connection);
     let mut draining = false;
     loop {

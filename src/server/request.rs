@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use crate::asgi::websocket::WsState;
 use crate::http::exchange::Exchange;
 
 pub enum LocalAddr {
@@ -20,4 +21,12 @@ pub struct PendingRequest {
     pub head: http::request::Parts,
     pub conn: Arc<ConnInfo>,
     pub exchange: Arc<Exchange>,
+}
+
+pub struct PendingWebSocket {
+    pub head: http::request::Parts,
+    pub conn: Arc<ConnInfo>,
+    pub exchange: Arc<Exchange<WsState>>,
+    /// `Sec-WebSocket-Protocol` offers, in order.
+    pub subprotocols: Vec<String>,
 }

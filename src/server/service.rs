@@ -23,6 +23,8 @@ use crate::http::headers::expects_continue;
 use crate::server::request::{ConnInfo, PendingRequest};
 use crate::server::ServerShared;
 use crate::wakeup::Event;
+use crate::ws::handshake::is_upgrade;
+use crate::ws::session::handle_upgrade;
 
 pub struct ConnCtx {
     pub info: Arc<ConnInfo>,
@@ -122,6 +124,9 @@ pub async fn handle_request(
 async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>) -> Response<ResponseBody> {
     let shared = &conn.shared;
     let config = &shared.config;
+    if config.ws.enabled && is_upgrade(req.method(), req.version(), req.headers()) {
+        return handle_upgrade(req, conn).await;
+    }
     let (head, body) = req.into_parts();
     let expect_continue = expects_continue(&head.headers);
     let is_head = head.method == Method::HEAD;
