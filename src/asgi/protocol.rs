@@ -17,7 +17,6 @@ use pyo3::types::{PyBool, PyBytes, PyDict};
 use tokio::runtime::Handle;
 use tokio::sync::mpsc::{self, error::TryRecvError};
 
-use crate::asgi::awaitable::Ready;
 use crate::asgi::messages::{as_dict, message_type, parse_response_body, parse_response_start};
 use crate::asgi::state::{LoopState, RequestBody, ResponsePhase, ResponseSender};
 use crate::asgi::waiters::{self, client_disconnected, Channel, Waiters};
@@ -31,8 +30,9 @@ pub struct LoopCtx {
     pub create_future: Py<PyAny>,
     pub runtime: Handle,
     pub config: Arc<ServerConfig>,
-    /// A completed awaitable with no value, shared by every `send()` that did not wait.
-    pub done: Py<Ready>,
+    /// An already-completed asyncio future (result None), shared by every `send()` that did
+    /// not have to wait: awaiting a done future stays in C (no call back into the extension).
+    pub done: Py<PyAny>,
 }
 
 /// What the access log needs; moved out of the request head before the scope is built.
@@ -227,7 +227,7 @@ impl HttpProtocol {
         if st.response_complete() {
             self.response_done(py, st)?;
         }
-        Ok(self.ctx.done.clone_ref(py).into_any())
+        Ok(self.ctx.done.clone_ref(py))
     }
 
     fn stream_chunk(
@@ -344,7 +344,7 @@ impl HttpProtocol {
                         status,
                         headers,
                     };
-                    Ok(self.ctx.done.clone_ref(py).into_any())
+                    Ok(self.ctx.done.clone_ref(py))
                 }
                 ResponsePhase::Complete | ResponsePhase::Closed => Err(client_disconnected()),
                 _ => Err(PyRuntimeError::new_err(
@@ -377,7 +377,7 @@ impl HttpProtocol {
                         } else {
                             ResponsePhase::Complete
                         };
-                        Ok(self.ctx.done.clone_ref(py).into_any())
+                        Ok(self.ctx.done.clone_ref(py))
                     }
                     other => {
                         st.response = other;

@@ -1,7 +1,6 @@
 //! Building the ASGI `http` scope from a request head, on the loop thread.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::Mutex;
 
 use http::{HeaderName, Method, Version};
@@ -17,8 +16,10 @@ use crate::server::request::{ConnInfo, LocalAddr, PendingRequest, PendingWebSock
 const HEADER_NAME_CACHE_MAX: usize = 512;
 
 pub struct ScopeFactory {
-    /// `{"version": "3.0", "spec_version": "2.5"}`, shared: it is constant.
-    asgi: Py<PyDict>,
+    /// Scopes start as a copy of these: the constant keys already hold their values and the
+    /// others exist (as None), so filling them in never resizes the dict.
+    http_template: Py<PyDict>,
+    websocket_template: Py<PyDict>,
     root_path: Py<PyString>,
     root_path_raw: Vec<u8>,
     /// The lifespan state; each request gets a shallow copy (spec).
@@ -28,11 +29,43 @@ pub struct ScopeFactory {
 
 impl ScopeFactory {
     pub fn new(py: Python<'_>, root_path: &str, state: Option<Py<PyDict>>) -> PyResult<Self> {
+        // `{"version": "3.0", "spec_version": "2.5"}`, shared by every scope: it is constant.
         let asgi = PyDict::new(py);
         asgi.set_item("version", "3.0")?;
         asgi.set_item("spec_version", "2.5")?;
+        let common = [
+            "asgi",
+            "http_version",
+            "path",
+            "raw_path",
+            "query_string",
+            "root_path",
+            "headers",
+            "client",
+            "server",
+        ];
+        let http_template = PyDict::new(py);
+        http_template.set_item("type", "http")?;
+        http_template.set_item("scheme", "http")?;
+        http_template.set_item("method", py.None())?;
+        let websocket_template = PyDict::new(py);
+        websocket_template.set_item("type", "websocket")?;
+        websocket_template.set_item("scheme", "ws")?;
+        websocket_template.set_item("subprotocols", py.None())?;
+        websocket_template.set_item("extensions", py.None())?;
+        for template in [&http_template, &websocket_template] {
+            for key in common {
+                template.set_item(key, py.None())?;
+            }
+            template.set_item("asgi", &asgi)?;
+            template.set_item("root_path", root_path)?;
+            if state.is_some() {
+                template.set_item("state", py.None())?;
+            }
+        }
         Ok(ScopeFactory {
-            asgi: asgi.unbind(),
+            http_template: http_template.unbind(),
+            websocket_template: websocket_template.unbind(),
             root_path: PyString::new(py, root_path).unbind(),
             root_path_raw: root_path.as_bytes().to_vec(),
             state,
@@ -59,11 +92,9 @@ impl ScopeFactory {
         req: &PendingRequest,
     ) -> PyResult<Bound<'py, PyDict>> {
         let head = &req.head;
-        let scope = PyDict::new(py);
-        scope.set_item(intern!(py, "type"), intern!(py, "http"))?;
+        let scope = self.http_template.bind(py).copy()?;
         scope.set_item(intern!(py, "http_version"), http_version(py, head.version))?;
         scope.set_item(intern!(py, "method"), method(py, &head.method))?;
-        scope.set_item(intern!(py, "scheme"), intern!(py, "http"))?;
         self.fill_common(py, &scope, head, &req.conn)?;
         Ok(scope)
     }
@@ -75,10 +106,8 @@ impl ScopeFactory {
         req: &PendingWebSocket,
     ) -> PyResult<Bound<'py, PyDict>> {
         let head = &req.head;
-        let scope = PyDict::new(py);
-        scope.set_item(intern!(py, "type"), intern!(py, "websocket"))?;
+        let scope = self.websocket_template.bind(py).copy()?;
         scope.set_item(intern!(py, "http_version"), http_version(py, head.version))?;
-        scope.set_item(intern!(py, "scheme"), intern!(py, "ws"))?;
         scope.set_item(
             intern!(py, "subprotocols"),
             PyList::new(py, req.subprotocols.iter())?,
@@ -99,7 +128,6 @@ impl ScopeFactory {
         head: &http::request::Parts,
         conn: &ConnInfo,
     ) -> PyResult<()> {
-        scope.set_item(intern!(py, "asgi"), self.asgi.bind(py))?;
         let raw_path = head.uri.path().as_bytes();
         let decoded = percent_decode(raw_path).decode_utf8_lossy();
         if self.root_path_raw.is_empty() {
@@ -120,7 +148,6 @@ impl ScopeFactory {
         }
         let query = head.uri.query().unwrap_or("").as_bytes();
         scope.set_item(intern!(py, "query_string"), PyBytes::new(py, query))?;
-        scope.set_item(intern!(py, "root_path"), self.root_path.bind(py))?;
 
         let headers = PyList::empty(py);
         for (name, value) in head.headers.iter() {
@@ -145,20 +172,18 @@ impl ScopeFactory {
 
 fn set_addresses(py: Python<'_>, scope: &Bound<'_, PyDict>, conn: &ConnInfo) -> PyResult<()> {
     match conn.peer {
-        Some(peer) => scope.set_item(intern!(py, "client"), address(peer))?,
+        Some(peer) => scope.set_item(intern!(py, "client"), (&*conn.peer_host, peer.port()))?,
         None => scope.set_item(intern!(py, "client"), py.None())?,
     }
     match &conn.local {
-        LocalAddr::Tcp(local) => scope.set_item(intern!(py, "server"), address(*local))?,
+        LocalAddr::Tcp(local) => {
+            scope.set_item(intern!(py, "server"), (&*conn.local_host, local.port()))?
+        }
         LocalAddr::Unix(path) => {
             scope.set_item(intern!(py, "server"), (path.as_ref(), py.None()))?
         }
     }
     Ok(())
-}
-
-fn address(addr: SocketAddr) -> (String, u16) {
-    (addr.ip().to_canonical().to_string(), addr.port())
 }
 
 fn http_version(py: Python<'_>, version: Version) -> &Bound<'_, PyString> {

@@ -135,7 +135,7 @@ pub fn send_or_park<S: Channel, T: Send + 'static>(
         ));
     }
     match tx.try_send(item) {
-        Ok(()) => Ok(ctx.done.clone_ref(py).into_any()),
+        Ok(()) => Ok(ctx.done.clone_ref(py)),
         Err(TrySendError::Full(item)) => {
             let fut = ctx.create_future.call0(py)?;
             let waiters = st.waiters();

@@ -304,7 +304,7 @@ impl WebSocketProtocol {
         let kind = message_type(message)?;
         let kind = kind.to_str()?;
         let mut st = self.ex.state();
-        let done = || Ok(self.ctx.done.clone_ref(py).into_any());
+        let done = || Ok(self.ctx.done.clone_ref(py));
         match kind {
             "websocket.accept" => {
                 let subprotocol = match message.get_item(intern!(py, "subprotocol"))? {

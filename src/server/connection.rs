@@ -13,6 +13,17 @@ use crate::server::{Lifecycle, ServerShared};
 
 const HYPER_DEFAULT_MAX_HEADERS: usize = 100;
 
+/// hyper's header-read timer costs a timer-wheel update per request. Our keep-alive timer
+/// (serve_connection) already cuts off a connection with no request in flight — and a request
+/// is not in flight until its head is complete — so hyper's timer is only needed when the
+/// header timeout is the shorter of the two, or keep-alive is off.
+fn hyper_header_timeout(config: &crate::config::ServerConfig) -> Option<std::time::Duration> {
+    match (config.header_read_timeout, config.keep_alive_timeout) {
+        (Some(header), Some(idle)) if idle <= header => None,
+        (header, _) => header,
+    }
+}
+
 /// The HTTP/1.1 connection settings from the server config.
 fn http1_builder(shared: &ServerShared) -> http1::Builder {
     let config = &shared.config;
@@ -22,7 +33,7 @@ fn http1_builder(shared: &ServerShared) -> http1::Builder {
         .keep_alive(config.keep_alive)
         .half_close(false)
         .max_header_size(config.max_header_size)
-        .header_read_timeout(config.header_read_timeout)
+        .header_read_timeout(hyper_header_timeout(config))
         .auto_date_header(config.date_header)
         // Not `pipeline_flush`: it lets hyper buffer a streaming body without limit (its
         // can_buffer() is always true then), which defeats response backpressure.

@@ -46,18 +46,12 @@ async fn accept_one(listener: &Listener, shared: &Arc<ServerShared>) -> std::io:
             // Responses are written whole; Nagle would only add latency.
             let _ = stream.set_nodelay(true);
             let local = stream.local_addr()?;
-            let info = ConnInfo {
-                peer: Some(peer),
-                local: LocalAddr::Tcp(local),
-            };
+            let info = ConnInfo::new(Some(peer), LocalAddr::Tcp(local));
             tokio::spawn(serve_connection(TokioIo::new(stream), info, shared.clone()));
         }
         Listener::Unix(l, path) => {
             let (stream, _) = l.accept().await?;
-            let info = ConnInfo {
-                peer: None,
-                local: LocalAddr::Unix(path.clone()),
-            };
+            let info = ConnInfo::new(None, LocalAddr::Unix(path.clone()));
             tokio::spawn(serve_connection(TokioIo::new(stream), info, shared.clone()));
         }
     }

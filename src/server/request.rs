@@ -15,6 +15,26 @@ pub enum LocalAddr {
 pub struct ConnInfo {
     pub peer: Option<SocketAddr>,
     pub local: LocalAddr,
+    /// The peer's and our IP as text, formatted once per connection instead of per request.
+    pub peer_host: Box<str>,
+    pub local_host: Box<str>,
+}
+
+impl ConnInfo {
+    pub fn new(peer: Option<SocketAddr>, local: LocalAddr) -> Self {
+        let host = |addr: &SocketAddr| addr.ip().to_canonical().to_string().into_boxed_str();
+        let peer_host = peer.as_ref().map(host).unwrap_or_default();
+        let local_host = match &local {
+            LocalAddr::Tcp(addr) => host(addr),
+            LocalAddr::Unix(_) => Box::from(""),
+        };
+        ConnInfo {
+            peer,
+            local,
+            peer_host,
+            local_host,
+        }
+    }
 }
 
 pub struct PendingRequest {
