@@ -7,6 +7,7 @@ use hyper::server::conn::http1;
 use hyper::service::service_fn;
 use hyper_util::rt::TokioTimer;
 
+use crate::server::cork::FlushHint;
 use crate::server::request::ConnInfo;
 use crate::server::service::{handle_request, ConnCtx};
 use crate::server::{Lifecycle, ServerShared};
@@ -45,13 +46,17 @@ fn http1_builder(shared: &ServerShared) -> http1::Builder {
     builder
 }
 
-pub async fn serve_connection<I>(io: I, info: ConnInfo, shared: Arc<ServerShared>)
-where
+pub async fn serve_connection<I>(
+    io: I,
+    info: ConnInfo,
+    shared: Arc<ServerShared>,
+    flush_hint: Arc<FlushHint>,
+) where
     I: Read + Write + Unpin + Send + 'static,
 {
     let _count = shared.track_connection();
     let mut lifecycle = shared.lifecycle.subscribe();
-    let ctx = Arc::new(ConnCtx::new(info, shared.clone()));
+    let ctx = Arc::new(ConnCtx::new(info, shared.clone(), flush_hint));
     let conn_ctx = ctx.clone();
     let service = service_fn(move |req| handle_request(req, conn_ctx.clone()));
     let keep_alive_timeout = shared.config.keep_alive_timeout;

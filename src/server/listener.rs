@@ -7,6 +7,7 @@ use hyper_util::rt::TokioIo;
 use tokio::net::{TcpListener, UnixListener};
 
 use crate::server::connection::serve_connection;
+use crate::server::cork::{Corked, FlushHint};
 use crate::server::request::{ConnInfo, LocalAddr};
 use crate::server::{Lifecycle, ServerShared};
 
@@ -47,12 +48,16 @@ async fn accept_one(listener: &Listener, shared: &Arc<ServerShared>) -> std::io:
             let _ = stream.set_nodelay(true);
             let local = stream.local_addr()?;
             let info = ConnInfo::new(Some(peer), LocalAddr::Tcp(local));
-            tokio::spawn(serve_connection(TokioIo::new(stream), info, shared.clone()));
+            let hint = Arc::new(FlushHint::default());
+            let io = TokioIo::new(Corked::new(stream, hint.clone()));
+            tokio::spawn(serve_connection(io, info, shared.clone(), hint));
         }
         Listener::Unix(l, path) => {
             let (stream, _) = l.accept().await?;
             let info = ConnInfo::new(None, LocalAddr::Unix(path.clone()));
-            tokio::spawn(serve_connection(TokioIo::new(stream), info, shared.clone()));
+            let hint = Arc::new(FlushHint::default());
+            let io = TokioIo::new(Corked::new(stream, hint.clone()));
+            tokio::spawn(serve_connection(io, info, shared.clone(), hint));
         }
     }
     Ok(())

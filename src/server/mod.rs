@@ -2,6 +2,7 @@
 //! Nothing in here touches Python.
 
 pub mod connection;
+pub mod cork;
 pub mod listener;
 pub mod request;
 pub mod service;

@@ -20,6 +20,7 @@ use crate::asgi::state::{LoopState, RequestBody};
 use crate::http::body::{pump_request_body, BodyAborted, ResponseBody, REQUEST_BODY_QUEUE};
 use crate::http::exchange::{CloseGuard, Exchange};
 use crate::http::headers::expects_continue;
+use crate::server::cork::FlushHint;
 use crate::server::request::{ConnInfo, PendingRequest};
 use crate::server::ServerShared;
 use crate::wakeup::Event;
@@ -29,15 +30,17 @@ use crate::ws::session::handle_upgrade;
 pub struct ConnCtx {
     pub info: Arc<ConnInfo>,
     pub shared: Arc<ServerShared>,
+    flush_hint: Arc<FlushHint>,
     in_flight: AtomicUsize,
     idle_since: Mutex<Instant>,
 }
 
 impl ConnCtx {
-    pub fn new(info: ConnInfo, shared: Arc<ServerShared>) -> Self {
+    pub fn new(info: ConnInfo, shared: Arc<ServerShared>, flush_hint: Arc<FlushHint>) -> Self {
         ConnCtx {
             info: Arc::new(info),
             shared,
+            flush_hint,
             in_flight: AtomicUsize::new(0),
             idle_since: Mutex::new(Instant::now()),
         }
@@ -89,7 +92,13 @@ impl Body for TrackedBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyAborted>>> {
-        Pin::new(&mut self.inner).poll_frame(cx)
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if self.inner.is_streaming() && matches!(polled, Poll::Ready(Some(Ok(_)))) {
+            if let Some(in_flight) = &self._in_flight {
+                in_flight.0.flush_hint.request();
+            }
+        }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {
