@@ -41,7 +41,9 @@ def test_many_pipelined_requests_answered_in_order(server):
 def test_streamed_event_not_held_behind_a_pipelined_request(server):
     """The first event goes out at once even though another request waits in the pipe."""
     with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
-        sock.sendall(b"GET /events HTTP/1.1\r\nHost: x\r\n\r\nGET /after HTTP/1.1\r\nHost: x\r\n\r\n")
+        sock.sendall(
+            b"GET /events HTTP/1.1\r\nHost: x\r\n\r\nGET /after HTTP/1.1\r\nHost: x\r\n\r\n"
+        )
         # The app sleeps 30 s before its last event: a held-back first event times out here.
         data = read_until(sock, b"data: first")
     assert b"data: first" in data
