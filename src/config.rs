@@ -43,6 +43,7 @@ impl Default for Http2Settings {
         }
     }
 }
+use crate::ws::WsConfig;
 
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
@@ -66,6 +67,7 @@ pub struct ServerConfig {
     pub http2: Http2Settings,
     /// Serve TLS on every listener when set.
     pub tls: Option<Arc<TlsServer>>,
+    pub ws: WsConfig,
 }
 
 impl Default for ServerConfig {
@@ -84,6 +86,7 @@ impl Default for ServerConfig {
             http: HttpMode::Auto,
             http2: Http2Settings::default(),
             tls: None,
+            ws: WsConfig::default(),
         }
     }
 }

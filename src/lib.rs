@@ -15,6 +15,7 @@ pub mod runtime;
 pub mod server;
 pub mod tls;
 pub mod wakeup;
+pub mod ws;
 
 #[pymodule]
 fn _ferrocorn(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -26,6 +27,7 @@ fn _ferrocorn(m: &Bound<'_, PyModule>) -> PyResult<()> {
     )?;
     m.add_class::<core::Core>()?;
     m.add_class::<asgi::protocol::HttpProtocol>()?;
+    m.add_class::<asgi::websocket::WebSocketProtocol>()?;
     m.add_class::<asgi::awaitable::Ready>()?;
     m.add_class::<tls::pyconfig::TlsConfig>()?;
     Ok(())

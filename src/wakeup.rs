@@ -11,8 +11,9 @@ use std::sync::Arc;
 
 use crossbeam_queue::SegQueue;
 
+use crate::asgi::websocket::WsState;
 use crate::http::exchange::Exchange;
-use crate::server::request::PendingRequest;
+use crate::server::request::{PendingRequest, PendingWebSocket};
 
 /// What tokio hands to the loop thread.
 pub enum Event {
@@ -22,6 +23,10 @@ pub enum Event {
     Receive(Arc<Exchange>),
     /// A `send()` that hit backpressure has been accepted (or failed) by tokio.
     SendDone(Arc<Exchange>),
+    /// A WebSocket handshake to offer to the app.
+    WebSocket(Box<PendingWebSocket>),
+    WsReceive(Arc<Exchange<WsState>>),
+    WsSendDone(Arc<Exchange<WsState>>),
 }
 
 pub struct Wakeup {

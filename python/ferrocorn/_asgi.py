@@ -10,6 +10,8 @@ import asyncio
 import logging
 from typing import Any
 
+from .accesslog import client_text
+
 error_logger = logging.getLogger("ferrocorn.error")
 access_logger = logging.getLogger("ferrocorn.access")
 
@@ -44,3 +46,105 @@ async def run_asgi_with_access_log(app: Any, scope: dict, proto: Any) -> None:
             error_logger.error(fault)
     client, method, path, version, status, _, _ = proto.access_info()
     access_logger.info('%s - "%s %s HTTP/%s" %d', client, method, path, version, status)
+
+
+# ---------------------------------------------------------------------------------------------
+# Variants for optional features, built once at start-up by ``select_wrapper``.  The two
+# functions above stay the paths of the default configurations.
+
+_INFO = logging.INFO
+
+
+def select_wrapper(
+    app: Any,
+    *,
+    access_log: bool,
+    log_format: Any = None,
+    proxy: Any = None,
+    metrics: Any = None,
+) -> tuple[Any, Any]:
+    """The (app, task wrapper) pair to hand the core, for the features that are on.
+
+    ``log_format``: a compiled ``AccessLogFormat`` or None for the default line; ``proxy``: a
+    ``ProxyHeadersMiddleware`` around ``app`` or None; ``metrics``: a ``RequestMetrics`` or None.
+
+    Proxy headers run in the middleware, except when an access line is written: then the
+    wrapper rewrites the scope itself and calls the inner app, so the line shows the forwarded
+    client without the incoming scope being mutated.
+    """
+    rewrite = None
+    if proxy is not None:
+        if access_log:
+            rewrite = proxy.rewrite
+        else:
+            app = proxy
+    if not access_log:
+        log_format = None
+    if metrics is None and log_format is None:
+        if rewrite is not None:
+            return app, _proxied_access_log_wrapper(rewrite)
+        return app, run_asgi_with_access_log if access_log else run_asgi
+    return app, _extended_wrapper(rewrite, access_log, log_format, metrics)
+
+
+def _proxied_access_log_wrapper(rewrite: Any) -> Any:
+    """Default access line + proxy headers (the default configuration)."""
+
+    async def run_asgi_proxied_with_access_log(app: Any, scope: dict, proto: Any) -> None:
+        app_scope = scope
+        try:
+            app_scope = rewrite(scope)
+            await app(app_scope, proto.receive, proto.send)
+        except _CancelledError:
+            proto.fail(None)
+        except BaseException as exc:
+            if proto.fail(exc):
+                error_logger.error("Exception in ASGI application", exc_info=exc)
+        else:
+            fault = proto.complete()
+            if fault is not None:
+                error_logger.error(fault)
+        client, method, path, version, status, _, _ = proto.access_info()
+        if app_scope is not scope:
+            client = client_text(app_scope.get("client"))
+        access_logger.info('%s - "%s %s HTTP/%s" %d', client, method, path, version, status)
+
+    return run_asgi_proxied_with_access_log
+
+
+def _extended_wrapper(rewrite: Any, access_log: bool, log_format: Any, metrics: Any) -> Any:
+    """Metrics and/or a custom access-log format (with or without proxy headers)."""
+    observe = metrics.observe if metrics is not None else None
+    default_line = access_log and log_format is None
+    is_enabled = access_logger.isEnabledFor
+
+    async def run_asgi_extended(app: Any, scope: dict, proto: Any) -> None:
+        if metrics is not None:
+            metrics.started += 1
+        app_scope = scope
+        try:
+            if rewrite is not None:
+                app_scope = rewrite(scope)
+            await app(app_scope, proto.receive, proto.send)
+        except _CancelledError:
+            proto.fail(None)
+        except BaseException as exc:
+            if proto.fail(exc):
+                error_logger.error("Exception in ASGI application", exc_info=exc)
+        else:
+            fault = proto.complete()
+            if fault is not None:
+                error_logger.error(fault)
+        info = proto.access_info()
+        if observe is not None:
+            observe(info[4], info[6])
+        if log_format is not None:
+            if is_enabled(_INFO):
+                access_logger.info(log_format(app_scope, info))
+        elif default_line:
+            client = info[0] if app_scope is scope else client_text(app_scope.get("client"))
+            access_logger.info(
+                '%s - "%s %s HTTP/%s" %d', client, info[1], info[2], info[3], info[4]
+            )
+
+    return run_asgi_extended

@@ -46,6 +46,14 @@ class TlsConfig:
     @property
     def server_cert(self) -> str:
         """The server certificate, PEM-encoded."""
+class WebSocketProtocol:
+    """One WebSocket connection (ASGI websocket scope); created by the core."""
+
+    def receive(self) -> Awaitable[dict[str, Any]]: ...
+    def send(self, message: dict[str, Any]) -> Awaitable[None]: ...
+    def complete(self) -> str | None: ...
+    def fail(self, exc: BaseException) -> bool: ...
+    def access_info(self) -> tuple[str, str, str, str, int, int, float]: ...
 
 class Core:
     """The Rust server core of one worker process."""
@@ -79,6 +87,11 @@ class Core:
         http2_max_header_list_size: int = 65536,
         http2_keep_alive_interval: float | None = None,
         http2_keep_alive_timeout: float = 20.0,
+        ws: bool = True,
+        ws_max_size: int = 16777216,
+        ws_max_queue: int = 32,
+        ws_ping_interval: float | None = 20.0,
+        ws_ping_timeout: float | None = 20.0,
     ) -> None: ...
     def listen_tcp(self, fd: int) -> None:
         """Serve a bound, listening TCP socket; the core takes ownership of ``fd``."""

@@ -88,8 +88,16 @@ _SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "http2_keep_alive_timeout",
         ),
     ),
-    ("Logging", ("log_level", "log_config", "access_log")),
+    ("Logging", ("log_level", "log_config", "access_log", "access_log_format")),
+    ("Proxy", ("proxy_headers", "forwarded_allow_ips")),
+    ("Metrics", ("metrics", "metrics_host", "metrics_port")),
     ("Runtime", ("loop", "runtime_threads")),
+    (
+        "WebSocket",
+        ("ws", "ws_max_size", "ws_max_queue", "ws_ping_interval", "ws_ping_timeout"),
+    ),
+    ("Worker", ("workers", "limit_max_requests_jitter")),
+    ("Reload", ("reload", "reload_dirs", "reload_includes", "reload_excludes", "reload_delay")),
 )
 
 
@@ -403,6 +411,48 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     default=_DEFAULTS["access_log"],
     help="Log one line per request.",
 )
+@_option(
+    "--access-log-format",
+    metavar="FORMAT",
+    default=None,
+    show_default=False,
+    help="Access-log line from %(atom)s fields: client, client_host, method, path, query, "
+    "full_path, request_line, http_version, scheme, host, status, bytes, duration, duration_ms, "
+    "user_agent, referer, request_id (see README). [default: uvicorn's line]",
+)
+# Proxy
+@_option(
+    "--proxy-headers/--no-proxy-headers",
+    default=_DEFAULTS["proxy_headers"],
+    help="Take client address, scheme and host from Forwarded / X-Forwarded-* headers of "
+    "trusted peers (--forwarded-allow-ips).",
+)
+@_option(
+    "--forwarded-allow-ips",
+    metavar="IPS",
+    default=None,
+    envvar=["FERROCORN_FORWARDED_ALLOW_IPS", "FORWARDED_ALLOW_IPS"],
+    show_default=False,
+    help="Comma-separated IPs, CIDR networks or '*' trusted to send proxy headers. "
+    "[default: $FORWARDED_ALLOW_IPS or 127.0.0.1]",
+)
+# Metrics
+@_option(
+    "--metrics/--no-metrics",
+    default=_DEFAULTS["metrics"],
+    help="Serve Prometheus metrics (GET /metrics) and GET /health on a separate port.",
+)
+@_option(
+    "--metrics-host",
+    default=_DEFAULTS["metrics_host"],
+    help="Bind the metrics endpoint to this host.",
+)
+@_option(
+    "--metrics-port",
+    type=int,
+    default=_DEFAULTS["metrics_port"],
+    help="Bind the metrics endpoint to this port (0 picks a free one).",
+)
 # Runtime
 @_option(
     "--loop",
@@ -415,6 +465,96 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     type=int,
     default=_DEFAULTS["runtime_threads"],
     help="Threads of the Rust network runtime.",
+)
+# WebSocket
+@_option(
+    "--ws",
+    type=click.Choice(["auto", "none", "websockets", "wsproto"]),
+    default="auto",
+    help="WebSocket support: 'none' turns it off (upgrade requests are then plain HTTP); "
+    "the other names are accepted for uvicorn compatibility and all mean the Rust core's own.",
+)
+@_option(
+    "--ws-max-size",
+    type=int,
+    default=16 * 1024 * 1024,
+    help="Largest WebSocket message accepted, in bytes (bigger ones close with 1009).",
+)
+@_option(
+    "--ws-max-queue",
+    type=int,
+    default=32,
+    help="Incoming WebSocket messages buffered for the app before reading pauses.",
+)
+@_option(
+    "--ws-ping-interval",
+    type=float,
+    default=20.0,
+    help="Seconds between server pings (0 disables).",
+)
+@_option(
+    "--ws-ping-timeout",
+    type=float,
+    default=20.0,
+    help="Seconds to wait for a pong before the peer is dropped (0 disables).",
+)
+# Worker
+@_option(
+    "--workers",
+    type=int,
+    default=None,
+    envvar=["FERROCORN_WORKERS", "WEB_CONCURRENCY"],
+    show_default=False,
+    help="Number of worker processes; more than 1 runs a supervisor. "
+    "[default: $WEB_CONCURRENCY or 1]",
+)
+@_option(
+    "--limit-max-requests-jitter",
+    type=int,
+    default=_DEFAULTS["limit_max_requests_jitter"],
+    help="Add a random 0..N to --limit-max-requests per worker, so they do not all restart "
+    "at once.",
+)
+# Reload
+@_option(
+    "--reload",
+    is_flag=True,
+    default=False,
+    help="Restart the worker when files change (needs watchfiles).",
+)
+@_option(
+    "--reload-dir",
+    "reload_dirs",
+    envvar="FERROCORN_RELOAD_DIR",
+    multiple=True,
+    type=click.Path(file_okay=False),
+    show_default=False,
+    help="Directory to watch with --reload; repeatable. [default: current directory]",
+)
+@_option(
+    "--reload-include",
+    "reload_includes",
+    envvar="FERROCORN_RELOAD_INCLUDE",
+    metavar="GLOB",
+    multiple=True,
+    show_default=False,
+    help="Also reload when files matching this glob change; repeatable. [default: *.py]",
+)
+@_option(
+    "--reload-exclude",
+    "reload_excludes",
+    envvar="FERROCORN_RELOAD_EXCLUDE",
+    metavar="GLOB",
+    multiple=True,
+    show_default=False,
+    help="Ignore files or directories matching this glob; repeatable. "
+    "[default: .*, *.py[cod], *.sw?, *~]",
+)
+@_option(
+    "--reload-delay",
+    type=float,
+    default=_DEFAULTS["reload_delay"],
+    help="Seconds to wait after a change before restarting (more changes are batched).",
 )
 @click.option(
     "--version",

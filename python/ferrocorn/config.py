@@ -24,7 +24,9 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+from .accesslog import DEFAULT_ACCESS_LOG_FORMAT, AccessLogFormat
 from .importer import ImportFromStringError, import_from_string
+from .proxy_headers import TrustedHosts
 
 __all__ = [
     "HTTP_MODES",
@@ -272,6 +274,36 @@ def _uvloop_installed() -> bool:
         return True
 
 
+def _module_installed(name: str) -> bool:
+    try:
+        return importlib.util.find_spec(name) is not None
+    except ValueError:  # already imported without a __spec__
+        return True
+
+
+SD_LISTEN_FDS_START = 3  # sd_listen_fds(3): the first socket systemd passes
+
+
+def _take_systemd_socket() -> int | None:
+    """The socket systemd passed to this very process (socket activation), or None.
+
+    Consumes ``LISTEN_PID``/``LISTEN_FDS``/``LISTEN_FDNAMES`` (like ``sd_listen_fds(1)``), so
+    that child processes never take the descriptor for theirs.
+    """
+    try:
+        pid = int(os.environ.get("LISTEN_PID", ""))
+        count = int(os.environ.get("LISTEN_FDS", ""))
+    except ValueError:
+        return None
+    if pid != os.getpid() or count < 1:
+        return None
+    for name in ("LISTEN_PID", "LISTEN_FDS", "LISTEN_FDNAMES"):
+        os.environ.pop(name, None)
+    if count > 1:
+        logger.warning("systemd passed %d sockets; serving only the first one (fd 3).", count)
+    return SD_LISTEN_FDS_START
+
+
 # --------------------------------------------------------------------------- validation
 
 
@@ -338,6 +370,25 @@ def _check_log_level(value: Any) -> int | None:
             )
         return level
     return _check_int("log_level", value, 0)
+
+
+def _check_globs(name: str, value: Any) -> list[str]:
+    patterns = [value] if isinstance(value, str) else list(value or [])
+    if not all(isinstance(p, str) and p for p in patterns):
+        raise ConfigError(f"Invalid {name} {value!r}: expected glob patterns (strings).")
+    return patterns
+
+
+def _check_reload_dirs(value: Any, reload: bool) -> list[str]:
+    """Absolute directories to watch; the current directory when none are given."""
+    if isinstance(value, (str, os.PathLike)):
+        value = [value]
+    dirs = [os.path.abspath(os.fspath(d)) for d in value or []]
+    if reload:
+        for directory in dirs:
+            if not os.path.isdir(directory):
+                raise ConfigError(f'Invalid reload_dirs: "{directory}" is not a directory.')
+    return dirs or [os.getcwd()]
 
 
 def _check_permissions(value: Any) -> int | None:
@@ -443,7 +494,29 @@ class Config:
         http2_max_header_list_size: int = 65536,
         http2_keep_alive_interval: float | None = None,
         http2_keep_alive_timeout: float = 20.0,
+        ws: str = "auto",
+        ws_max_size: int = 16 * 1024 * 1024,
+        ws_max_queue: int = 32,
+        ws_ping_interval: float | None = 20.0,
+        ws_ping_timeout: float | None = 20.0,
+        proxy_headers: bool = True,
+        forwarded_allow_ips: list[str] | str | None = None,
+        access_log_format: str | None = None,
+        metrics: bool = False,
+        metrics_host: str = "127.0.0.1",
+        metrics_port: int = 9090,
+        workers: int | None = None,
+        limit_max_requests_jitter: int = 0,
+        reload: bool = False,
+        reload_dirs: list[str] | str | None = None,
+        reload_includes: list[str] | str | None = None,
+        reload_excludes: list[str] | str | None = None,
+        reload_delay: float = 0.25,
     ) -> None:
+        # The keyword arguments as given: the supervisor passes them on to its workers.
+        self.init_kwargs: dict[str, Any] = {
+            name: value for name, value in locals().items() if name not in ("self", "app")
+        }
         if not isinstance(app, str) and not callable(app):
             raise ConfigError(f"Invalid app {app!r}: expected an ASGI app or an import string.")
         self.app = app
@@ -491,6 +564,56 @@ class Config:
             "header_read_timeout", header_read_timeout, allow_zero=False
         )
         self.runtime_threads = _check_int("runtime_threads", runtime_threads, 1)
+        self.ws = _check_choice("ws", ws, ("auto", "none", "websockets", "wsproto"))
+        self.ws_max_size = _check_int("ws_max_size", ws_max_size, 1)
+        self.ws_max_queue = _check_int("ws_max_queue", ws_max_queue, 1)
+        self.ws_ping_interval = _check_seconds("ws_ping_interval", ws_ping_interval or 0.0)
+        self.ws_ping_timeout = _check_seconds("ws_ping_timeout", ws_ping_timeout or 0.0)
+
+        # Worker processes and reload (supervisor.py).
+        self.workers = 1 if workers is None else _check_int("workers", workers, 1)
+        self.limit_max_requests_jitter = _check_int(
+            "limit_max_requests_jitter", limit_max_requests_jitter, 0
+        )
+        self.reload = bool(reload)
+        self.reload_delay = _check_seconds("reload_delay", reload_delay)
+        self.reload_includes = _check_globs("reload_includes", reload_includes)
+        self.reload_excludes = _check_globs("reload_excludes", reload_excludes)
+        self.reload_dirs = _check_reload_dirs(reload_dirs, self.reload)
+        if (self.workers > 1 or self.reload) and not isinstance(app, str):
+            raise ConfigError(
+                "You must pass the application as an import string to enable 'reload' or 'workers'."
+            )
+        if self.reload and not _module_installed("watchfiles"):
+            raise ConfigError(
+                "reload=True requires watchfiles: pip install watchfiles "
+                '(or "ferrocorn[standard]").'
+            )
+
+        # Proxies, access-log format, metrics (proxy_headers.py, accesslog.py, metrics.py).
+        self.proxy_headers = bool(proxy_headers)
+        if forwarded_allow_ips is None:  # uvicorn reads this variable too
+            forwarded_allow_ips = os.environ.get("FORWARDED_ALLOW_IPS", "127.0.0.1")
+        self.forwarded_allow_ips = forwarded_allow_ips
+        try:
+            self.trusted_hosts = TrustedHosts(forwarded_allow_ips)
+        except (TypeError, ValueError) as exc:
+            raise ConfigError(f"Invalid forwarded_allow_ips: {exc}.") from None
+        self.access_log_format = access_log_format
+        # None: the default line, printed by the fast path (_asgi.run_asgi_with_access_log).
+        self.compiled_access_log_format: AccessLogFormat | None = None
+        if access_log_format is not None and access_log_format != DEFAULT_ACCESS_LOG_FORMAT:
+            try:
+                self.compiled_access_log_format = AccessLogFormat(access_log_format)
+            except ValueError as exc:
+                raise ConfigError(f"Invalid access_log_format {exc}.") from None
+        self.metrics = bool(metrics)
+        self.metrics_host = metrics_host
+        self.metrics_port = _check_int("metrics_port", metrics_port, 0, 65535)
+        if self.metrics and self.workers > 1:
+            # Each worker counts its own requests; one endpoint for all of them needs the
+            # supervisor to collect them (metrics.py), which it does not do yet.
+            raise ConfigError("metrics are per worker for now: use them with workers=1.")
 
         self.ssl_certfile = _optional_path(ssl_certfile)
         self.ssl_keyfile = _optional_path(ssl_keyfile)
@@ -774,7 +897,18 @@ class Config:
     socket_kind = staticmethod(socket_kind)
 
     def bind_socket(self) -> socket.socket:
-        """A listening, non-blocking socket for ``fd``, ``uds`` or ``host``/``port``."""
+        """A listening, non-blocking socket for ``fd``, ``uds`` or ``host``/``port``.
+
+        Without ``fd`` or ``uds``, a socket passed by systemd (socket activation: ``LISTEN_FDS``
+        and ``LISTEN_PID`` naming this process) replaces ``host``/``port``.
+        """
+        if self.fd is None and self.uds is None:
+            activated = _take_systemd_socket()
+            if activated is not None:
+                logger.info(
+                    "Using the socket passed by systemd (socket activation, fd %d).", activated
+                )
+                return self._socket_from_fd(activated)
         if self.fd is not None:
             return self._socket_from_fd(self.fd)
         if self.uds is not None:

@@ -11,10 +11,12 @@ import threading
 import time
 from typing import Any, Callable, Coroutine
 
-from ._asgi import run_asgi, run_asgi_with_access_log
+from ._asgi import select_wrapper
 from ._ferrocorn import Core
 from .config import Config, ConfigError
 from .lifespan import Lifespan
+from .metrics import MetricsServer, RequestMetrics, bind_metrics_socket
+from .proxy_headers import ProxyHeadersMiddleware
 
 logger = logging.getLogger("ferrocorn.error")
 
@@ -36,6 +38,7 @@ class Server:
         self.bound_addresses: list[tuple[Any, ...]] = []
         self._core: Core | None = None
         self._unix_path: str | None = None
+        self._metrics_server: MetricsServer | None = None
 
     # ------------------------------------------------------------------ running
 
@@ -69,6 +72,7 @@ class Server:
                 logger.error("%s", exc)
                 self.exit_code = EXIT_CONFIG_ERROR
             else:
+                await self._start_metrics()
                 self.started = True
                 self._log_started()
                 while not self.should_exit and not self._max_requests_reached():
@@ -84,15 +88,38 @@ class Server:
         sock = config.bind_socket()
         kind = config.socket_kind(sock)
         if kind == "unix":
-            self._unix_path = sock.getsockname() if config.fd is None else None
+            # Unlinked on shutdown only when this process created it (not an inherited socket).
+            self._unix_path = sock.getsockname() if config.uds is not None else None
             self.bound_addresses.append((sock.getsockname(),))
         else:
             self.bound_addresses.append(sock.getsockname()[:2])
+        if config.metrics:
+            try:
+                metrics_sock = bind_metrics_socket(config.metrics_host, config.metrics_port)
+            except OSError as exc:
+                sock.close()
+                raise ConfigError(
+                    f"Could not bind the metrics endpoint to "
+                    f"{config.metrics_host}:{config.metrics_port}: {exc}"
+                ) from exc
+            self._metrics_server = MetricsServer(RequestMetrics(), metrics_sock, self._connections)
+        # The task wrapper (and the proxy-headers middleware) for the features that are on.
+        app, run_asgi = select_wrapper(
+            config.loaded_app,
+            access_log=config.access_log,
+            log_format=config.compiled_access_log_format,
+            proxy=(
+                ProxyHeadersMiddleware(config.loaded_app, config.trusted_hosts)
+                if config.proxy_headers
+                else None
+            ),
+            metrics=self._metrics_server.metrics if self._metrics_server is not None else None,
+        )
         loop = asyncio.get_running_loop()
         core = Core(
-            config.loaded_app,
+            app,
             loop,
-            run_asgi_with_access_log if config.access_log else run_asgi,
+            run_asgi,
             state=state,
             root_path=config.root_path,
             server_header=config.server_header,
@@ -114,6 +141,11 @@ class Server:
             http2_max_header_list_size=config.http2_max_header_list_size,
             http2_keep_alive_interval=config.http2_keep_alive_interval,
             http2_keep_alive_timeout=config.http2_keep_alive_timeout,
+            ws=config.ws != "none",
+            ws_max_size=config.ws_max_size,
+            ws_max_queue=config.ws_max_queue,
+            ws_ping_interval=config.ws_ping_interval,
+            ws_ping_timeout=config.ws_ping_timeout,
         )
         # The core owns the descriptor from here on; our socket object lets go of it.
         fd = sock.detach()
@@ -124,6 +156,18 @@ class Server:
         core.start()
         self._core = core
 
+    def _connections(self) -> int:
+        return self._core.active_connections() if self._core is not None else 0
+
+    async def _start_metrics(self) -> None:
+        metrics_server = self._metrics_server
+        if metrics_server is None:
+            return
+        await metrics_server.start()
+        host, port = metrics_server.address[:2]
+        shown = f"[{host}]" if ":" in host else host
+        logger.info("Metrics on http://%s:%d/metrics and /health", shown, port)
+
     def _max_requests_reached(self) -> bool:
         limit = self.config.limit_max_requests
         if limit is None or self._core is None or self._core.total_requests() < limit:
@@ -132,18 +176,8 @@ class Server:
         return True
 
     def _log_started(self) -> None:
-        for address in self.bound_addresses:
-            if len(address) == 1:
-                logger.info(
-                    "Ferrocorn running on unix socket %s (Press CTRL+C to quit)", address[0]
-                )
-            else:
-                host, port = address
-                shown = f"[{host}]" if ":" in str(host) else host
-                scheme = "https" if self.config.is_ssl else "http"
-                logger.info(
-                    "Ferrocorn running on %s://%s:%d (Press CTRL+C to quit)", scheme, shown, port
-                )
+        # Overridden by worker.WorkerServer (the supervisor logs the address once).
+        log_listening(self.bound_addresses, "https" if self.config.is_ssl else "http")
 
     async def _shutdown(self) -> None:
         core = self._core
@@ -172,6 +206,9 @@ class Server:
             await asyncio.sleep(_TICK)
         core.close()
         self._core = None
+        if self._metrics_server is not None:
+            self._metrics_server.close()
+            self._metrics_server = None
         # Give app tasks whose connections were just closed a moment to observe it.
         await asyncio.sleep(0)
 
@@ -235,15 +272,40 @@ def _cancel_all_tasks(loop: asyncio.AbstractEventLoop) -> None:
         loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
 
 
+def log_listening(addresses: list[tuple[Any, ...]], scheme: str = "http") -> None:
+    """The "Ferrocorn running on ..." lines (tests and users wait for them)."""
+    for address in addresses:
+        if len(address) == 1:
+            logger.info("Ferrocorn running on unix socket %s (Press CTRL+C to quit)", address[0])
+        else:
+            host, port = address
+            shown = f"[{host}]" if ":" in str(host) else host
+            logger.info(
+                "Ferrocorn running on %s://%s:%d (Press CTRL+C to quit)", scheme, shown, port
+            )
+
+
 def run_config(config: Config) -> int:
-    """Configure logging, serve until shutdown; the process exit code (0, 1 or 3)."""
+    """Configure logging, serve until shutdown; the process exit code (0, 1 or 3).
+
+    With ``workers > 1`` or ``reload`` this process becomes the supervisor of worker processes.
+    """
+    if config.workers > 1 or config.reload:
+        from .supervisor import Supervisor  # imported late: supervisor.py imports this module
+
+        return Supervisor(config).run()
+    return run_server(Server(config))
+
+
+def run_server(server: Server) -> int:
+    """Configure logging and run ``server`` in a new event loop; the process exit code."""
     try:
-        config.configure_logging()
+        server.config.configure_logging()
     except ConfigError as exc:
         logger.error("%s", exc)
         return EXIT_CONFIG_ERROR
     try:
-        return Server(config).run()
+        return server.run()
     except ConfigError as exc:
         logger.error("%s", exc)
         return EXIT_CONFIG_ERROR
@@ -258,4 +320,4 @@ def run(app: Any, **options: Any) -> None:
         raise SystemExit(code)
 
 
-__all__ = ["Server", "run", "run_config"]
+__all__ = ["Server", "log_listening", "run", "run_config", "run_server"]

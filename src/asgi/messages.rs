@@ -5,7 +5,7 @@ use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyString};
+use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyList, PyString, PyTuple};
 use pyo3::{intern, PyTypeInfo};
 
 use crate::http::headers::{response_header_name, response_header_value, HeaderError};
@@ -91,16 +91,29 @@ pub fn parse_response_start(message: &Bound<'_, PyDict>) -> PyResult<(StatusCode
 /// `[[name, value], ...]` of bytes into a HeaderMap, refusing anything that could split or
 /// inject headers.
 pub fn parse_headers(headers: &Bound<'_, PyAny>, key: &str) -> PyResult<HeaderMap> {
+    let mut map = HeaderMap::new();
+    // Lists (the common case) are walked directly; anything else iterable works too.
+    if let Ok(list) = headers.downcast::<PyList>() {
+        for item in list.iter() {
+            add_header(&mut map, &item, key)?;
+        }
+        return Ok(map);
+    }
     let iter = headers.try_iter().map_err(|_| {
         PyTypeError::new_err(format!(
             "'{key}' must be an iterable of [name, value] pairs, got {}",
             type_name(headers)
         ))
     })?;
-    let mut map = HeaderMap::new();
     for item in iter {
-        let item = item?;
-        let (name, value) = header_pair(&item, key)?;
+        add_header(&mut map, &item?, key)?;
+    }
+    Ok(map)
+}
+
+fn add_header(map: &mut HeaderMap, item: &Bound<'_, PyAny>, key: &str) -> PyResult<()> {
+    {
+        let (name, value) = header_pair(item, key)?;
         let name_bytes = header_bytes(&name, key, "name")?;
         let value_bytes = header_bytes(&value, key, "value")?;
         let name = response_header_name(name_bytes.as_bytes()).map_err(|_| {
@@ -119,7 +132,7 @@ pub fn parse_headers(headers: &Bound<'_, PyAny>, key: &str) -> PyResult<HeaderMa
         })?;
         map.append(name, value);
     }
-    Ok(map)
+    Ok(())
 }
 
 type Pair<'py> = (Bound<'py, PyAny>, Bound<'py, PyAny>);
@@ -131,6 +144,18 @@ fn header_pair<'py>(item: &Bound<'py, PyAny>, key: &str) -> PyResult<Pair<'py>> 
             type_name(item)
         ))
     };
+    if let Ok(pair) = item.downcast::<PyTuple>() {
+        if pair.len() != 2 {
+            return Err(pair_error());
+        }
+        return Ok((pair.get_item(0)?, pair.get_item(1)?));
+    }
+    if let Ok(pair) = item.downcast::<PyList>() {
+        if pair.len() != 2 {
+            return Err(pair_error());
+        }
+        return Ok((pair.get_item(0)?, pair.get_item(1)?));
+    }
     if item.is_instance_of::<PyString>() || item.is_instance_of::<PyBytes>() {
         return Err(pair_error());
     }

@@ -5,3 +5,5 @@ pub mod messages;
 pub mod protocol;
 pub mod scope;
 pub mod state;
+pub mod waiters;
+pub mod websocket;

@@ -4,9 +4,7 @@
 //! to an asyncio future when they must wait for tokio: a body chunk not yet read, or a full
 //! response channel (backpressure).
 
-use std::collections::VecDeque;
 use std::net::SocketAddr;
-use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -17,24 +15,24 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict};
 use tokio::runtime::Handle;
-use tokio::sync::mpsc::{self, error::TryRecvError, error::TrySendError};
+use tokio::sync::mpsc::{self, error::TryRecvError};
 
-use crate::asgi::awaitable::Ready;
 use crate::asgi::messages::{as_dict, message_type, parse_response_body, parse_response_start};
-use crate::asgi::state::{RequestBody, ResponsePhase, ResponseSender};
+use crate::asgi::state::{LoopState, RequestBody, ResponsePhase, ResponseSender};
+use crate::asgi::waiters::{self, client_disconnected, Channel, Waiters};
 use crate::config::ServerConfig;
 use crate::errors::ClientDisconnected;
 use crate::http::body::{InChunk, OutChunk, ResponseBody, RESPONSE_BODY_QUEUE};
 use crate::http::exchange::{CloseGuard, Exchange};
-use crate::wakeup::Event;
 
 /// Loop-side things every protocol object needs; one per `Core`.
 pub struct LoopCtx {
     pub create_future: Py<PyAny>,
     pub runtime: Handle,
     pub config: Arc<ServerConfig>,
-    /// A completed awaitable with no value, shared by every `send()` that did not wait.
-    pub done: Py<Ready>,
+    /// An already-completed asyncio future (result None), shared by every `send()` that did
+    /// not have to wait: awaiting a done future stays in C (no call back into the extension).
+    pub done: Py<PyAny>,
 }
 
 /// What the access log needs; moved out of the request head before the scope is built.
@@ -52,10 +50,6 @@ pub struct HttpProtocol {
     line: RequestLine,
 }
 
-fn client_disconnected() -> PyErr {
-    ClientDisconnected::new_err("the client disconnected or the response is already complete")
-}
-
 fn disconnect_message(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
     let d = PyDict::new(py);
     d.set_item(intern!(py, "type"), intern!(py, "http.disconnect"))?;
@@ -68,12 +62,6 @@ fn request_message<'py>(py: Python<'py>, body: &[u8], more: bool) -> PyResult<Bo
     d.set_item(intern!(py, "body"), PyBytes::new(py, body))?;
     d.set_item(intern!(py, "more_body"), PyBool::new(py, more))?;
     Ok(d)
-}
-
-fn future_done(fut: &Bound<'_, PyAny>) -> bool {
-    fut.call_method0(intern!(fut.py(), "done"))
-        .and_then(|d| d.is_truthy())
-        .unwrap_or(true)
 }
 
 /// Finish `response` and hand it to hyper. Adds `Server` and `--header` values.
@@ -116,73 +104,55 @@ pub fn error_response(
     )
 }
 
-/// The next message for `receive()`, or None when it has to wait for tokio.
-fn next_message<'py>(
-    py: Python<'py>,
-    ex: &Exchange,
-    st: &mut crate::asgi::state::LoopState,
-) -> PyResult<Option<Bound<'py, PyDict>>> {
-    match &mut st.body {
-        RequestBody::Full(data) => {
-            let data = std::mem::take(data);
-            st.body = RequestBody::Done;
-            return request_message(py, &data, false).map(Some);
-        }
-        RequestBody::Stream(rx) => match rx.try_recv() {
-            Ok(InChunk::Data { data, last }) => {
-                if last {
+impl Channel for LoopState {
+    /// The next message for `receive()`, or None when it has to wait for tokio.
+    fn next_message<'py>(
+        &mut self,
+        py: Python<'py>,
+        ex: &Exchange,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
+        let st = self;
+        match &mut st.body {
+            RequestBody::Full(data) => {
+                let data = std::mem::take(data);
+                st.body = RequestBody::Done;
+                return request_message(py, &data, false).map(Some);
+            }
+            RequestBody::Stream(rx) => match rx.try_recv() {
+                Ok(InChunk::Data { data, last }) => {
+                    if last {
+                        st.body = RequestBody::Done;
+                    }
+                    return request_message(py, &data, !last).map(Some);
+                }
+                Ok(InChunk::Failed) | Err(TryRecvError::Disconnected) => {
+                    st.body_failed = true;
+                    st.body = RequestBody::Done;
+                    return disconnect_message(py).map(Some);
+                }
+                Err(TryRecvError::Empty) => {
+                    if !ex.is_closed() {
+                        return Ok(None);
+                    }
                     st.body = RequestBody::Done;
                 }
-                return request_message(py, &data, !last).map(Some);
-            }
-            Ok(InChunk::Failed) | Err(TryRecvError::Disconnected) => {
-                st.body_failed = true;
-                st.body = RequestBody::Done;
-                return disconnect_message(py).map(Some);
-            }
-            Err(TryRecvError::Empty) => {
-                if !ex.is_closed() {
-                    return Ok(None);
-                }
-                st.body = RequestBody::Done;
-            }
-        },
-        RequestBody::Done => {}
+            },
+            RequestBody::Done => {}
+        }
+        if st.response_complete() || ex.is_closed() {
+            disconnect_message(py).map(Some)
+        } else {
+            Ok(None)
+        }
     }
-    if st.response_complete() || ex.is_closed() {
-        disconnect_message(py).map(Some)
-    } else {
-        Ok(None)
-    }
-}
 
-/// Hand out messages to parked `receive()` futures, in order, while there are any.
-fn resolve_receivers(
-    py: Python<'_>,
-    ex: &Exchange,
-    st: &mut crate::asgi::state::LoopState,
-    waiters: &mut VecDeque<Py<PyAny>>,
-) -> PyResult<()> {
-    while let Some(front) = waiters.front() {
-        let fut = front.bind(py).clone();
-        if future_done(&fut) {
-            waiters.pop_front(); // cancelled: its message stays queued for the next call
-            continue;
-        }
-        match next_message(py, ex, st)? {
-            Some(msg) => {
-                waiters.pop_front();
-                fut.call_method1(intern!(py, "set_result"), (msg,))?;
-            }
-            None => break,
-        }
+    fn waiters(&mut self) -> &mut Waiters {
+        &mut self.waiters
     }
-    if waiters.is_empty() {
-        ex.disarm_receive();
-    } else {
-        ex.arm_receive();
+
+    fn on_send_failed(&mut self) {
+        self.response = ResponsePhase::Closed;
     }
-    Ok(())
 }
 
 impl HttpProtocol {
@@ -196,61 +166,24 @@ impl HttpProtocol {
 
     /// tokio reported a change (body chunk, close): wake parked receivers.
     pub fn on_receive_event(py: Python<'_>, ex: &Arc<Exchange>) -> PyResult<()> {
-        let mut st = ex.state();
-        if st.recv_waiters.is_empty() {
-            return Ok(());
-        }
-        let mut waiters = std::mem::take(&mut st.recv_waiters);
-        let result = resolve_receivers(py, ex, &mut st, &mut waiters);
-        st.recv_waiters = waiters;
-        result
+        waiters::on_receive_event(py, ex)
     }
 
     /// tokio accepted (or refused) a backpressured body chunk.
     pub fn on_send_done(py: Python<'_>, ex: &Arc<Exchange>) -> PyResult<()> {
-        let mut st = ex.state();
-        st.send_in_flight = false;
-        let ok = ex.send_ok.load(Ordering::SeqCst);
-        if !ok {
-            st.response = ResponsePhase::Closed;
-        }
-        if let Some(fut) = st.send_waiter.take() {
-            drop(st);
-            let fut = fut.bind(py);
-            if !future_done(fut) {
-                if ok {
-                    fut.call_method1(intern!(py, "set_result"), (py.None(),))?;
-                } else {
-                    fut.call_method1(
-                        intern!(py, "set_exception"),
-                        (client_disconnected().into_value(py),),
-                    )?;
-                }
-            }
-        }
-        Ok(())
+        waiters::on_send_done(py, ex)
     }
 
-    fn response_done(
-        &self,
-        py: Python<'_>,
-        st: &mut crate::asgi::state::LoopState,
-    ) -> PyResult<()> {
+    fn response_done(&self, py: Python<'_>, st: &mut LoopState) -> PyResult<()> {
         // A receive() parked waiting for more (e.g. a disconnect watcher) now gets
         // http.disconnect: the spec's "after the response has been sent".
-        if st.recv_waiters.is_empty() {
-            return Ok(());
-        }
-        let mut waiters = std::mem::take(&mut st.recv_waiters);
-        let result = resolve_receivers(py, &self.ex, st, &mut waiters);
-        st.recv_waiters = waiters;
-        result
+        waiters::resolve_receivers(py, &self.ex, st)
     }
 
     fn start_response(
         &self,
         py: Python<'_>,
-        st: &mut crate::asgi::state::LoopState,
+        st: &mut LoopState,
         tx: ResponseSender,
         (status, mut headers): (StatusCode, HeaderMap),
         body: Bytes,
@@ -294,63 +227,38 @@ impl HttpProtocol {
         if st.response_complete() {
             self.response_done(py, st)?;
         }
-        Ok(self.ctx.done.clone_ref(py).into_any())
+        Ok(self.ctx.done.clone_ref(py))
     }
 
     fn stream_chunk(
         &self,
         py: Python<'_>,
-        st: &mut crate::asgi::state::LoopState,
+        st: &mut LoopState,
         body: Bytes,
         more_body: bool,
     ) -> PyResult<Py<PyAny>> {
-        if st.send_in_flight {
-            return Err(PyRuntimeError::new_err(
-                "send() called before the previous send() finished",
-            ));
-        }
         let ResponsePhase::Streaming(otx) = &st.response else {
             return Err(client_disconnected());
         };
+        let otx = otx.clone();
         let len = body.len() as u64;
         let chunk = if more_body {
             OutChunk::Data(body)
         } else {
             OutChunk::Last(body)
         };
-        let result = match otx.try_send(chunk) {
-            Ok(()) => Ok(self.ctx.done.clone_ref(py).into_any()),
-            Err(TrySendError::Full(chunk)) => {
-                // Backpressure: let tokio wait for room and wake us through the queue.
-                let fut = self.ctx.create_future.call0(py)?;
-                st.send_waiter = Some(fut.clone_ref(py));
-                st.send_in_flight = true;
-                let otx = otx.clone();
-                let ex = self.ex.clone();
-                self.ctx.runtime.spawn(async move {
-                    let ok = otx.send(chunk).await.is_ok();
-                    ex.send_ok.store(ok, Ordering::SeqCst);
-                    let wakeup = ex.wakeup().clone();
-                    wakeup.push(Event::SendDone(ex));
-                });
-                Ok(fut)
-            }
-            Err(TrySendError::Closed(_)) => {
-                st.response = ResponsePhase::Closed;
-                return Err(client_disconnected());
-            }
-        };
+        let result = waiters::send_or_park(py, &self.ctx, &self.ex, st, &otx, chunk)?;
         st.bytes_sent += len;
         if !more_body {
             st.response = ResponsePhase::Complete;
             self.response_done(py, st)?;
         }
-        result
+        Ok(result)
     }
 
     /// Send a server-made error response if nothing went out yet, or abort a started one.
     /// Returns what happened, for the log.
-    fn fail_response(&self, st: &mut crate::asgi::state::LoopState) -> Option<&'static str> {
+    fn fail_response(&self, st: &mut LoopState) -> Option<&'static str> {
         match std::mem::replace(&mut st.response, ResponsePhase::Closed) {
             ResponsePhase::Idle(tx) | ResponsePhase::Held { tx, .. } => {
                 if self.ex.is_closed() || st.body_failed {
@@ -389,13 +297,12 @@ impl HttpProtocol {
     }
 
     /// The app is done: stop reading the request body and forget parked futures.
-    fn release(&self, st: &mut crate::asgi::state::LoopState) {
+    fn release(&self, st: &mut LoopState) {
         st.body = RequestBody::Done;
         if let Some(start) = &self.ex.body_start {
             start.notify_one();
         }
-        st.recv_waiters.clear();
-        st.send_waiter = None;
+        st.waiters.clear();
         self.ex.disarm_receive();
     }
 }
@@ -410,20 +317,7 @@ impl HttpProtocol {
                 start.notify_one(); // Expect: 100-continue is answered now, not earlier.
             }
         }
-        if st.recv_waiters.is_empty() {
-            if let Some(msg) = next_message(py, &self.ex, &mut st)? {
-                return Ok(Py::new(py, Ready::new(Some(msg.into_any().unbind())))?.into_any());
-            }
-        }
-        let fut = self.ctx.create_future.call0(py)?;
-        let mut waiters = std::mem::take(&mut st.recv_waiters);
-        waiters.push_back(fut.clone_ref(py));
-        // Arm before re-checking so a chunk landing in between is not missed.
-        self.ex.arm_receive();
-        let result = resolve_receivers(py, &self.ex, &mut st, &mut waiters);
-        st.recv_waiters = waiters;
-        result?;
-        Ok(fut)
+        waiters::receive(py, &self.ctx, &self.ex, &mut st)
     }
 
     fn send(&self, py: Python<'_>, message: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
@@ -450,7 +344,7 @@ impl HttpProtocol {
                         status,
                         headers,
                     };
-                    Ok(self.ctx.done.clone_ref(py).into_any())
+                    Ok(self.ctx.done.clone_ref(py))
                 }
                 ResponsePhase::Complete | ResponsePhase::Closed => Err(client_disconnected()),
                 _ => Err(PyRuntimeError::new_err(
@@ -483,7 +377,7 @@ impl HttpProtocol {
                         } else {
                             ResponsePhase::Complete
                         };
-                        Ok(self.ctx.done.clone_ref(py).into_any())
+                        Ok(self.ctx.done.clone_ref(py))
                     }
                     other => {
                         st.response = other;

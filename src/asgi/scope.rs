@@ -1,7 +1,6 @@
 //! Building the ASGI `http` scope from a request head, on the loop thread.
 
 use std::collections::HashMap;
-use std::net::SocketAddr;
 use std::sync::{Mutex, OnceLock};
 
 use http::{HeaderName, Method, Version};
@@ -10,7 +9,7 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
-use crate::server::request::{ConnInfo, LocalAddr, PendingRequest};
+use crate::server::request::{ConnInfo, LocalAddr, PendingRequest, PendingWebSocket};
 use crate::tls::TlsInfo;
 
 /// Header names beyond this many distinct ones are not cached (a client sending random
@@ -18,8 +17,10 @@ use crate::tls::TlsInfo;
 const HEADER_NAME_CACHE_MAX: usize = 512;
 
 pub struct ScopeFactory {
-    /// `{"version": "3.0", "spec_version": "2.5"}`, shared: it is constant.
-    asgi: Py<PyDict>,
+    /// Scopes start as a copy of these: the constant keys already hold their values and the
+    /// others exist (as None), so filling them in never resizes the dict.
+    http_template: Py<PyDict>,
+    websocket_template: Py<PyDict>,
     root_path: Py<PyString>,
     root_path_raw: Vec<u8>,
     /// The lifespan state; each request gets a shallow copy (spec).
@@ -32,11 +33,43 @@ pub struct ScopeFactory {
 
 impl ScopeFactory {
     pub fn new(py: Python<'_>, root_path: &str, state: Option<Py<PyDict>>) -> PyResult<Self> {
+        // `{"version": "3.0", "spec_version": "2.5"}`, shared by every scope: it is constant.
         let asgi = PyDict::new(py);
         asgi.set_item("version", "3.0")?;
         asgi.set_item("spec_version", "2.5")?;
+        let common = [
+            "asgi",
+            "http_version",
+            "path",
+            "raw_path",
+            "query_string",
+            "root_path",
+            "headers",
+            "client",
+            "server",
+        ];
+        let http_template = PyDict::new(py);
+        http_template.set_item("type", "http")?;
+        http_template.set_item("scheme", "http")?;
+        http_template.set_item("method", py.None())?;
+        let websocket_template = PyDict::new(py);
+        websocket_template.set_item("type", "websocket")?;
+        websocket_template.set_item("scheme", "ws")?;
+        websocket_template.set_item("subprotocols", py.None())?;
+        websocket_template.set_item("extensions", py.None())?;
+        for template in [&http_template, &websocket_template] {
+            for key in common {
+                template.set_item(key, py.None())?;
+            }
+            template.set_item("asgi", &asgi)?;
+            template.set_item("root_path", root_path)?;
+            if state.is_some() {
+                template.set_item("state", py.None())?;
+            }
+        }
         Ok(ScopeFactory {
-            asgi: asgi.unbind(),
+            http_template: http_template.unbind(),
+            websocket_template: websocket_template.unbind(),
             root_path: PyString::new(py, root_path).unbind(),
             root_path_raw: root_path.as_bytes().to_vec(),
             state,
@@ -57,23 +90,55 @@ impl ScopeFactory {
         b
     }
 
+    /// The `http` scope.
     pub fn build<'py>(
         &self,
         py: Python<'py>,
         req: &PendingRequest,
     ) -> PyResult<Bound<'py, PyDict>> {
         let head = &req.head;
-        let scope = PyDict::new(py);
-        scope.set_item(intern!(py, "type"), intern!(py, "http"))?;
-        scope.set_item(intern!(py, "asgi"), self.asgi.bind(py))?;
+        let scope = self.http_template.bind(py).copy()?;
         scope.set_item(intern!(py, "http_version"), http_version(py, head.version))?;
         scope.set_item(intern!(py, "method"), method(py, &head.method))?;
-        let scheme = match req.conn.tls {
-            Some(_) => intern!(py, "https"),
-            None => intern!(py, "http"),
-        };
-        scope.set_item(intern!(py, "scheme"), scheme)?;
+        if req.conn.tls.is_some() {
+            scope.set_item(intern!(py, "scheme"), intern!(py, "https"))?;
+        }
+        self.fill_common(py, &scope, head, &req.conn)?;
+        Ok(scope)
+    }
 
+    /// The `websocket` scope.
+    pub fn build_websocket<'py>(
+        &self,
+        py: Python<'py>,
+        req: &PendingWebSocket,
+    ) -> PyResult<Bound<'py, PyDict>> {
+        let head = &req.head;
+        let scope = self.websocket_template.bind(py).copy()?;
+        scope.set_item(intern!(py, "http_version"), http_version(py, head.version))?;
+        if req.conn.tls.is_some() {
+            scope.set_item(intern!(py, "scheme"), intern!(py, "wss"))?;
+        }
+        scope.set_item(
+            intern!(py, "subprotocols"),
+            PyList::new(py, req.subprotocols.iter())?,
+        )?;
+        // Only what works: the denial response (websocket.http.response.*).
+        let extensions = PyDict::new(py);
+        extensions.set_item("websocket.http.response", PyDict::new(py))?;
+        scope.set_item(intern!(py, "extensions"), extensions)?;
+        self.fill_common(py, &scope, head, &req.conn)?;
+        Ok(scope)
+    }
+
+    /// The keys both scope types share.
+    fn fill_common(
+        &self,
+        py: Python<'_>,
+        scope: &Bound<'_, PyDict>,
+        head: &http::request::Parts,
+        conn: &ConnInfo,
+    ) -> PyResult<()> {
         let raw_path = head.uri.path().as_bytes();
         let decoded = percent_decode(raw_path).decode_utf8_lossy();
         if self.root_path_raw.is_empty() {
@@ -94,7 +159,6 @@ impl ScopeFactory {
         }
         let query = head.uri.query().unwrap_or("").as_bytes();
         scope.set_item(intern!(py, "query_string"), PyBytes::new(py, query))?;
-        scope.set_item(intern!(py, "root_path"), self.root_path.bind(py))?;
 
         let headers = PyList::empty(py);
         for (name, value) in head.headers.iter() {
@@ -109,29 +173,37 @@ impl ScopeFactory {
         }
         scope.set_item(intern!(py, "headers"), headers)?;
 
-        set_addresses(py, &scope, &req.conn)?;
-        if let Some(tls) = &req.conn.tls {
-            let extensions = PyDict::new(py);
+        set_addresses(py, scope, conn)?;
+        if let Some(tls) = &conn.tls {
+            let extensions = match scope.get_item(intern!(py, "extensions"))? {
+                Some(e) if !e.is_none() => e.downcast_into::<PyDict>()?,
+                _ => {
+                    let e = PyDict::new(py);
+                    scope.set_item(intern!(py, "extensions"), &e)?;
+                    e
+                }
+            };
             let cert = self
                 .server_cert
                 .get_or_init(|| PyString::new(py, &tls.server_cert).unbind());
             extensions.set_item(intern!(py, "tls"), tls_extension(py, tls, cert.bind(py))?)?;
-            scope.set_item(intern!(py, "extensions"), extensions)?;
         }
         if let Some(state) = &self.state {
             scope.set_item(intern!(py, "state"), state.bind(py).copy()?)?;
         }
-        Ok(scope)
+        Ok(())
     }
 }
 
 fn set_addresses(py: Python<'_>, scope: &Bound<'_, PyDict>, conn: &ConnInfo) -> PyResult<()> {
     match conn.peer {
-        Some(peer) => scope.set_item(intern!(py, "client"), address(peer))?,
+        Some(peer) => scope.set_item(intern!(py, "client"), (&*conn.peer_host, peer.port()))?,
         None => scope.set_item(intern!(py, "client"), py.None())?,
     }
     match &conn.local {
-        LocalAddr::Tcp(local) => scope.set_item(intern!(py, "server"), address(*local))?,
+        LocalAddr::Tcp(local) => {
+            scope.set_item(intern!(py, "server"), (&*conn.local_host, local.port()))?
+        }
         LocalAddr::Unix(path) => {
             scope.set_item(intern!(py, "server"), (path.as_ref(), py.None()))?
         }
@@ -163,10 +235,6 @@ fn tls_extension<'py>(
     d.set_item(intern!(py, "tls_version"), tls.tls_version)?;
     d.set_item(intern!(py, "cipher_suite"), tls.cipher_suite)?;
     Ok(d)
-}
-
-fn address(addr: SocketAddr) -> (String, u16) {
-    (addr.ip().to_canonical().to_string(), addr.port())
 }
 
 fn http_version(py: Python<'_>, version: Version) -> &Bound<'_, PyString> {

@@ -1,13 +1,12 @@
 //! Loop-thread state of one HTTP exchange (kept inside `Exchange`, locked only by the loop).
 
-use std::collections::VecDeque;
 use std::time::Instant;
 
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
-use pyo3::prelude::*;
 use tokio::sync::{mpsc, oneshot};
 
+use crate::asgi::waiters::Waiters;
 use crate::http::body::{InChunk, OutChunk, ResponseBody};
 
 pub type ResponseSender = oneshot::Sender<http::Response<ResponseBody>>;
@@ -45,11 +44,8 @@ pub enum ResponsePhase {
 pub struct LoopState {
     pub body: RequestBody,
     pub response: ResponsePhase,
-    /// Futures of parked `receive()` calls, served in order.
-    pub recv_waiters: VecDeque<Py<PyAny>>,
-    /// The future a backpressured `send()` returned.
-    pub send_waiter: Option<Py<PyAny>>,
-    pub send_in_flight: bool,
+    /// Futures of parked `receive()` and backpressured `send()` calls.
+    pub waiters: Waiters,
     pub receive_called: bool,
     /// The client sent a malformed body; tokio answers 400 itself.
     pub body_failed: bool,
@@ -66,9 +62,7 @@ impl LoopState {
         LoopState {
             body,
             response: ResponsePhase::Idle(tx),
-            recv_waiters: VecDeque::new(),
-            send_waiter: None,
-            send_in_flight: false,
+            waiters: Waiters::default(),
             receive_called: false,
             body_failed: false,
             is_head,

@@ -143,6 +143,13 @@ impl ResponseBody {
     }
 }
 
+impl ResponseBody {
+    /// Streamed from the app (chunks arrive over time), as opposed to one known body.
+    pub fn is_streaming(&self) -> bool {
+        matches!(self.kind, Kind::Stream { .. })
+    }
+}
+
 impl Body for ResponseBody {
     type Data = Bytes;
     type Error = BodyAborted;

@@ -10,13 +10,32 @@ use tokio::sync::Notify;
 
 use crate::asgi::state::LoopState;
 use crate::wakeup::{Event, Wakeup};
+use crate::ws::CloseInfo;
 
 /// A `receive()` is parked on the loop and wants an `Event::Receive` on the next change.
 const RECV_WAITING: u8 = 1;
 /// The client is gone, or hyper has finished with the response (it dropped our body).
 const CLOSED: u8 = 2;
 
-pub struct Exchange {
+/// The loop-side state types (HTTP, WebSocket) say which events wake them.
+pub trait ExchangeState: Send + Sized + 'static {
+    /// The event that wakes this exchange's parked `receive()`.
+    fn receive_event(exchange: Arc<Exchange<Self>>) -> Event;
+    /// The event that completes this exchange's backpressured `send()`.
+    fn send_done_event(exchange: Arc<Exchange<Self>>) -> Event;
+}
+
+impl ExchangeState for LoopState {
+    fn receive_event(exchange: Arc<Exchange<Self>>) -> Event {
+        Event::Receive(exchange)
+    }
+
+    fn send_done_event(exchange: Arc<Exchange<Self>>) -> Event {
+        Event::SendDone(exchange)
+    }
+}
+
+pub struct Exchange<S: ExchangeState = LoopState> {
     flags: AtomicU8,
     wakeup: Arc<Wakeup>,
     /// For streamed request bodies: the body pump waits on this before its first read when
@@ -24,16 +43,19 @@ pub struct Exchange {
     pub body_start: Option<Arc<Notify>>,
     /// Outcome of the last backpressured send (true = accepted by the body channel).
     pub send_ok: AtomicBool,
-    state: Mutex<LoopState>,
+    /// WebSocket: how the session ended; tokio writes it before marking the exchange closed.
+    close_info: Mutex<Option<CloseInfo>>,
+    state: Mutex<S>,
 }
 
-impl Exchange {
-    pub fn new(wakeup: Arc<Wakeup>, body_start: Option<Arc<Notify>>, state: LoopState) -> Self {
+impl<S: ExchangeState> Exchange<S> {
+    pub fn new(wakeup: Arc<Wakeup>, body_start: Option<Arc<Notify>>, state: S) -> Self {
         Exchange {
             flags: AtomicU8::new(0),
             wakeup,
             body_start,
             send_ok: AtomicBool::new(false),
+            close_info: Mutex::new(None),
             state: Mutex::new(state),
         }
     }
@@ -43,10 +65,21 @@ impl Exchange {
     }
 
     /// Loop thread only.
-    pub fn state(&self) -> MutexGuard<'_, LoopState> {
+    pub fn state(&self) -> MutexGuard<'_, S> {
         // A poisoned lock only means a panic happened while it was held; the state itself
         // is still consistent enough to finish the exchange.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub fn set_close_info(&self, info: CloseInfo) {
+        *self.close_info.lock().unwrap_or_else(|p| p.into_inner()) = Some(info);
+    }
+
+    pub fn close_info(&self) -> Option<CloseInfo> {
+        self.close_info
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
     }
 
     pub fn is_closed(&self) -> bool {
@@ -65,8 +98,13 @@ impl Exchange {
     /// tokio side: something changed; wake the loop only if a receive() is parked.
     pub fn wake_receiver(self: &Arc<Self>) {
         if self.flags.fetch_and(!RECV_WAITING, Ordering::SeqCst) & RECV_WAITING != 0 {
-            self.wakeup.push(Event::Receive(self.clone()));
+            self.wakeup.push(S::receive_event(self.clone()));
         }
+    }
+
+    /// tokio side: a backpressured `send()` finished (see `send_ok`).
+    pub fn send_done(self: &Arc<Self>) {
+        self.wakeup.push(S::send_done_event(self.clone()));
     }
 
     pub fn mark_closed(self: &Arc<Self>) {
@@ -78,10 +116,10 @@ impl Exchange {
 /// Marks the exchange closed when dropped: held by hyper's service future until the response
 /// is handed over, then by the response body until hyper is done with it. Either drop means
 /// "no more can be sent", which is what `http.disconnect` and `ClientDisconnected` report.
-pub struct CloseGuard(Option<Arc<Exchange>>);
+pub struct CloseGuard<S: ExchangeState = LoopState>(Option<Arc<Exchange<S>>>);
 
-impl CloseGuard {
-    pub fn new(exchange: Arc<Exchange>) -> Self {
+impl<S: ExchangeState> CloseGuard<S> {
+    pub fn new(exchange: Arc<Exchange<S>>) -> Self {
         CloseGuard(Some(exchange))
     }
 
@@ -90,7 +128,7 @@ impl CloseGuard {
     }
 }
 
-impl Drop for CloseGuard {
+impl<S: ExchangeState> Drop for CloseGuard<S> {
     fn drop(&mut self) {
         if let Some(exchange) = self.0.take() {
             exchange.mark_closed();

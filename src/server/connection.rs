@@ -13,12 +13,24 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
 use crate::config::HttpMode;
+use crate::server::cork::FlushHint;
 use crate::server::detect::{sniff, Replay};
 use crate::server::request::ConnInfo;
 use crate::server::service::{handle_request, ConnCtx};
 use crate::server::{Lifecycle, ServerShared};
 
 const HYPER_DEFAULT_MAX_HEADERS: usize = 100;
+
+/// hyper's header-read timer costs a timer-wheel update per request. Our keep-alive timer
+/// (drive) already cuts off a connection with no request in flight — and a request is not in
+/// flight until its head is complete — so hyper's timer is only needed when the header
+/// timeout is the shorter of the two, or keep-alive is off.
+fn hyper_header_timeout(config: &crate::config::ServerConfig) -> Option<Duration> {
+    match (config.header_read_timeout, config.keep_alive_timeout) {
+        (Some(header), Some(idle)) if idle <= header => None,
+        (header, _) => header,
+    }
+}
 
 /// Which protocol a connection speaks, as far as is known before its first bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -67,7 +79,7 @@ fn http1_builder(shared: &ServerShared) -> http1::Builder {
         .keep_alive(config.keep_alive)
         .half_close(false)
         .max_header_size(config.max_header_size)
-        .header_read_timeout(config.header_read_timeout)
+        .header_read_timeout(hyper_header_timeout(config))
         .auto_date_header(config.date_header)
         // Not `pipeline_flush`: it lets hyper buffer a streaming body without limit (its
         // can_buffer() is always true then), which defeats response backpressure.
@@ -143,6 +155,7 @@ pub async fn serve_connection<S>(
     info: ConnInfo,
     shared: Arc<ServerShared>,
     protocol: Protocol,
+    flush_hint: Arc<FlushHint>,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -156,7 +169,7 @@ pub async fn serve_connection<S>(
             None => return,
         },
     };
-    let ctx = Arc::new(ConnCtx::new(info, shared.clone()));
+    let ctx = Arc::new(ConnCtx::new(info, shared.clone(), flush_hint));
     let conn_ctx = ctx.clone();
     let service = service_fn(move |req| handle_request(req, conn_ctx.clone()));
     let io = TokioIo::new(io);
@@ -164,7 +177,9 @@ pub async fn serve_connection<S>(
         let connection = http2_builder(&shared).serve_connection(io, service);
         drive(connection, |c| c.graceful_shutdown(), &ctx, lifecycle).await;
     } else {
-        let connection = http1_builder(&shared).serve_connection(io, service);
+        let connection = http1_builder(&shared)
+            .serve_connection(io, service)
+            .with_upgrades();
         drive(connection, |c| c.graceful_shutdown(), &ctx, lifecycle).await;
     }
 }

@@ -6,17 +6,22 @@ use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::server::connection::{serve_connection, Protocol};
+use crate::server::cork::FlushHint;
 use crate::server::request::ConnInfo;
 use crate::server::ServerShared;
 use crate::tls::TlsInfo;
 
-pub async fn start_connection<S>(stream: S, mut info: ConnInfo, shared: Arc<ServerShared>)
-where
+pub async fn start_connection<S>(
+    stream: S,
+    mut info: ConnInfo,
+    shared: Arc<ServerShared>,
+    flush_hint: Arc<FlushHint>,
+) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
     let mode = shared.config.http;
     let Some(tls) = shared.config.tls.clone() else {
-        return serve_connection(stream, info, shared, Protocol::cleartext(mode)).await;
+        return serve_connection(stream, info, shared, Protocol::cleartext(mode), flush_hint).await;
     };
     let handshake = tls.acceptor.accept(stream);
     // A failed or stalled handshake just closes the connection: there is nobody to answer.
@@ -33,5 +38,5 @@ where
     let session = stream.get_ref().1;
     let protocol = Protocol::negotiated(mode, session.alpn_protocol());
     info.tls = Some(Arc::new(TlsInfo::new(session, tls.server_cert_pem.clone())));
-    serve_connection(stream, info, shared, protocol).await
+    serve_connection(stream, info, shared, protocol, flush_hint).await
 }

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use tokio::net::{TcpListener, UnixListener};
 
+use crate::server::cork::{Corked, FlushHint};
 use crate::server::handshake::start_connection;
 use crate::server::request::{ConnInfo, LocalAddr};
 use crate::server::{Lifecycle, ServerShared};
@@ -45,21 +46,17 @@ async fn accept_one(listener: &Listener, shared: &Arc<ServerShared>) -> std::io:
             // Responses are written whole; Nagle would only add latency.
             let _ = stream.set_nodelay(true);
             let local = stream.local_addr()?;
-            let info = ConnInfo {
-                peer: Some(peer),
-                local: LocalAddr::Tcp(local),
-                tls: None,
-            };
-            tokio::spawn(start_connection(stream, info, shared.clone()));
+            let info = ConnInfo::new(Some(peer), LocalAddr::Tcp(local));
+            let hint = Arc::new(FlushHint::default());
+            let io = Corked::new(stream, hint.clone());
+            tokio::spawn(start_connection(io, info, shared.clone(), hint));
         }
         Listener::Unix(l, path) => {
             let (stream, _) = l.accept().await?;
-            let info = ConnInfo {
-                peer: None,
-                local: LocalAddr::Unix(path.clone()),
-                tls: None,
-            };
-            tokio::spawn(start_connection(stream, info, shared.clone()));
+            let info = ConnInfo::new(None, LocalAddr::Unix(path.clone()));
+            let hint = Arc::new(FlushHint::default());
+            let io = Corked::new(stream, hint.clone());
+            tokio::spawn(start_connection(io, info, shared.clone(), hint));
         }
     }
     Ok(())

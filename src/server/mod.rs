@@ -2,6 +2,7 @@
 //! Nothing in here touches Python.
 
 pub mod connection;
+pub mod cork;
 pub mod detect;
 pub mod handshake;
 pub mod listener;

@@ -3,6 +3,7 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
+use crate::asgi::websocket::WsState;
 use crate::http::exchange::Exchange;
 use crate::tls::TlsInfo;
 
@@ -17,10 +18,39 @@ pub struct ConnInfo {
     pub local: LocalAddr,
     /// Set on TLS connections (scheme `https`, `extensions["tls"]`).
     pub tls: Option<Arc<TlsInfo>>,
+    /// The peer's and our IP as text, formatted once per connection instead of per request.
+    pub peer_host: Box<str>,
+    pub local_host: Box<str>,
+}
+
+impl ConnInfo {
+    pub fn new(peer: Option<SocketAddr>, local: LocalAddr) -> Self {
+        let host = |addr: &SocketAddr| addr.ip().to_canonical().to_string().into_boxed_str();
+        let peer_host = peer.as_ref().map(host).unwrap_or_default();
+        let local_host = match &local {
+            LocalAddr::Tcp(addr) => host(addr),
+            LocalAddr::Unix(_) => Box::from(""),
+        };
+        ConnInfo {
+            peer,
+            local,
+            tls: None,
+            peer_host,
+            local_host,
+        }
+    }
 }
 
 pub struct PendingRequest {
     pub head: http::request::Parts,
     pub conn: Arc<ConnInfo>,
     pub exchange: Arc<Exchange>,
+}
+
+pub struct PendingWebSocket {
+    pub head: http::request::Parts,
+    pub conn: Arc<ConnInfo>,
+    pub exchange: Arc<Exchange<WsState>>,
+    /// `Sec-WebSocket-Protocol` offers, in order.
+    pub subprotocols: Vec<String>,
 }

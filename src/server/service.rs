@@ -20,22 +20,27 @@ use crate::asgi::state::{LoopState, RequestBody};
 use crate::http::body::{pump_request_body, BodyAborted, ResponseBody, REQUEST_BODY_QUEUE};
 use crate::http::exchange::{CloseGuard, Exchange};
 use crate::http::headers::{add_host_from_authority, expects_continue};
+use crate::server::cork::FlushHint;
 use crate::server::request::{ConnInfo, PendingRequest};
 use crate::server::ServerShared;
 use crate::wakeup::Event;
+use crate::ws::handshake::is_upgrade;
+use crate::ws::session::handle_upgrade;
 
 pub struct ConnCtx {
     pub info: Arc<ConnInfo>,
     pub shared: Arc<ServerShared>,
+    flush_hint: Arc<FlushHint>,
     in_flight: AtomicUsize,
     idle_since: Mutex<Instant>,
 }
 
 impl ConnCtx {
-    pub fn new(info: ConnInfo, shared: Arc<ServerShared>) -> Self {
+    pub fn new(info: ConnInfo, shared: Arc<ServerShared>, flush_hint: Arc<FlushHint>) -> Self {
         ConnCtx {
             info: Arc::new(info),
             shared,
+            flush_hint,
             in_flight: AtomicUsize::new(0),
             idle_since: Mutex::new(Instant::now()),
         }
@@ -87,7 +92,13 @@ impl Body for TrackedBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyAborted>>> {
-        Pin::new(&mut self.inner).poll_frame(cx)
+        let polled = Pin::new(&mut self.inner).poll_frame(cx);
+        if self.inner.is_streaming() && matches!(polled, Poll::Ready(Some(Ok(_)))) {
+            if let Some(in_flight) = &self._in_flight {
+                in_flight.0.flush_hint.request();
+            }
+        }
+        polled
     }
 
     fn is_end_stream(&self) -> bool {
@@ -122,6 +133,9 @@ pub async fn handle_request(
 async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>) -> Response<ResponseBody> {
     let shared = &conn.shared;
     let config = &shared.config;
+    if config.ws.enabled && is_upgrade(req.method(), req.version(), req.headers()) {
+        return handle_upgrade(req, conn).await;
+    }
     let (mut head, body) = req.into_parts();
     if head.version == Version::HTTP_2 {
         add_host_from_authority(&mut head);

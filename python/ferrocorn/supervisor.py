@@ -1,0 +1,601 @@
+"""The supervisor: with ``--workers N`` (N > 1) or ``--reload`` the command binds the listening
+socket once and runs worker processes that all serve it.
+
+- Workers are fresh interpreters (``python -m ferrocorn.worker``), never forks: the Rust
+  runtime's threads do not survive ``fork()``, and spawning works the same on CPython and PyPy.
+  A worker inherits the listening socket and the write end of a pipe on which it writes one line
+  once it is serving (lifespan started, accepting).
+- All workers accept on the one inherited socket; we do not bind one ``SO_REUSEPORT`` socket per
+  worker.  Measured with ``wrk -t2 -c128 -d5s`` against 2 workers on 2 cores (plain-text app):
+  the shared socket served about as many requests per second as SO_REUSEPORT (within the
+  run-to-run noise), and it is the only one of the two that loses nothing when a worker stops:
+  connections waiting in a SO_REUSEPORT socket's own queue are reset when that worker closes it,
+  while on a shared socket they simply wait for another worker (SIGHUP, --limit-max-requests,
+  crashes).  ``--uds`` and ``--fd`` (and systemd socket activation) share the socket anyway.
+- A worker that dies is replaced at once.  A start fails when the worker exits before it is
+  serving, or abnormally within ``START_WINDOW`` seconds of being started;
+  ``MAX_FAILED_STARTS`` failed starts in a row stop the supervisor (exit code 3 when the workers
+  failed lifespan startup, else 1).  With ``--reload`` there is no such limit: the supervisor waits
+  for the next file change instead.
+- Signals: SIGTERM/SIGINT stop the workers gracefully and exit 0 (a second SIGINT kills them);
+  SIGHUP replaces the workers one at a time (start a new one, wait until it is serving, then
+  stop an old one); SIGTTIN/SIGTTOU add/remove a worker.
+
+The loop is single-threaded: signals arrive as bytes on a pipe (``signal.set_wakeup_fd``), ready
+lines on the workers' pipes, file changes from the watcher thread as a zero byte on the same
+signal pipe; exits are found by polling the workers whenever the loop wakes (SIGCHLD wakes it).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fnmatch
+import logging
+import os
+import random
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import PurePath
+from typing import Any, Callable
+
+from .config import Config, ConfigError
+from .server import EXIT_CONFIG_ERROR, EXIT_OK, EXIT_STARTUP_FAILED, log_listening
+from .worker import PAYLOAD_ENV, READY_LINE, encode_payload
+
+logger = logging.getLogger("ferrocorn.error")
+
+START_WINDOW = 5.0
+MAX_FAILED_STARTS = 5
+# Pause before the next start after a failed one: 0.1 s, doubling, at most 1 s.
+_RETRY_DELAY_FIRST = 0.1
+_RETRY_DELAY_MAX = 1.0
+# Beyond timeout_graceful_shutdown: lifespan shutdown and interpreter exit of the workers.
+SHUTDOWN_MARGIN = 5.0
+_IDLE_WAKEUP = 1.0  # the loop wakes at least this often
+
+_SIGNALS = tuple(
+    getattr(signal, name)
+    for name in ("SIGINT", "SIGTERM", "SIGHUP", "SIGTTIN", "SIGTTOU", "SIGCHLD")
+    if hasattr(signal, name)
+)
+_WAKE = b"\0"  # not a signal number: "look at the reloader's changes"
+
+# Also excluded: the directories watchfiles' DefaultFilter ignores (.git, __pycache__, ...).
+DEFAULT_RELOAD_INCLUDES = ("*.py",)
+DEFAULT_RELOAD_EXCLUDES = (".*", "*.py[cod]", "*.sw?", "*~")
+
+
+def _describe_exit(code: int) -> str:
+    if code < 0:
+        try:
+            name = signal.Signals(-code).name
+        except ValueError:
+            name = str(-code)
+        return f"was killed by signal {name}"
+    return f"exited with code {code}"
+
+
+class _Worker:
+    __slots__ = ("judged", "pid", "proc", "ready", "ready_fd", "replaces", "retiring", "started")
+
+    def __init__(self, proc: subprocess.Popen[bytes], ready_fd: int) -> None:
+        self.proc = proc
+        self.pid = proc.pid
+        self.ready_fd: int | None = ready_fd  # read end of its ready pipe until EOF
+        self.started = time.monotonic()
+        self.ready = False  # it wrote its ready line
+        self.retiring = False  # asked to stop (SIGTERM sent)
+        self.judged = False  # its start was counted as a success
+        self.replaces: _Worker | None = None  # the old worker it replaces (SIGHUP)
+
+
+class Supervisor:
+    def __init__(self, config: Config) -> None:
+        self.config = config
+        self.target = config.workers
+        self.workers: list[_Worker] = []
+        self.exit_code = EXIT_OK
+        self._sock: socket.socket | None = None
+        self._payload = ""
+        self._selector = selectors.DefaultSelector()
+        self._wake_fd: int | None = None
+        self._stopping = False
+        self._stop_deadline: float | None = None
+        self._failed_starts = 0
+        self._next_start = 0.0  # no start before this (after a failed start)
+        self._roll_queue: list[_Worker] = []  # old workers SIGHUP still has to replace
+        self._roll_new: _Worker | None = None  # the replacement being started
+        self._reloader: _Reloader | None = None
+        self._reload_at: float | None = None
+        self._changes: set[str] = set()
+        self._wait_for_change = False  # --reload: the app failed to start; wait for an edit
+
+    # ------------------------------------------------------------------ running
+
+    def run(self) -> int:
+        """Bind, run the workers until told to stop; the process exit code."""
+        config = self.config
+        try:
+            config.configure_logging()
+            if threading.current_thread() is not threading.main_thread():
+                raise ConfigError("workers > 1 and reload need the main thread (for signals).")
+            self._payload = self._make_payload()
+            if config.reload:
+                self._reloader = _Reloader(config, self._wake)
+            self._sock = config.bind_socket()
+        except ConfigError as exc:
+            logger.error("%s", exc)
+            return EXIT_CONFIG_ERROR
+        try:
+            with self._signals():
+                self._log_started()
+                if self._reloader is not None:
+                    self._reloader.start()
+                self._loop()
+        finally:
+            if self._reloader is not None:
+                self._reloader.stop()
+            for worker in self.workers:  # only after an unexpected error
+                worker.proc.kill()
+                worker.proc.wait()
+            self._close_socket()
+            self._selector.close()
+        return self.exit_code
+
+    def _make_payload(self) -> str:
+        payload = {
+            "app": self.config.app,
+            "options": self.config.init_kwargs,
+            "sys_path": list(sys.path),
+            "supervisor_pid": os.getpid(),
+        }
+        try:
+            return encode_payload(payload)
+        except Exception as exc:  # pickle raises several types; a log_config with objects...
+            raise ConfigError(f"Could not pass the configuration to the workers: {exc}") from exc
+
+    def _log_started(self) -> None:
+        assert self._sock is not None
+        sock = self._sock
+        if sock.family == getattr(socket, "AF_UNIX", None):
+            log_listening([(sock.getsockname(),)])
+        else:
+            log_listening([sock.getsockname()[:2]])
+        if self.config.reload:
+            assert self._reloader is not None
+            logger.info(
+                "Started reloader process [%d] using WatchFiles, watching %s",
+                os.getpid(),
+                ", ".join(f"'{d}'" for d in self._reloader.dirs),
+            )
+        else:
+            logger.info("Started supervisor process [%d] with %d workers", os.getpid(), self.target)
+
+    def _close_socket(self) -> None:
+        if self._sock is None:
+            return
+        path = self._sock.getsockname() if self.config.uds is not None else None
+        self._sock.close()
+        self._sock = None
+        if path:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
+    def _loop(self) -> None:
+        while True:
+            for key, _ in self._selector.select(self._timeout()):
+                if key.data is None:
+                    self._read_signals(key.fd)
+                else:
+                    self._read_ready(key.data)
+            self._reap()
+            if self._stopping:
+                if not self.workers:
+                    return
+                self._enforce_stop_deadline()
+                continue
+            now = time.monotonic()
+            self._check_reload(now)
+            self._judge_starts(now)
+            self._step_roll()
+            self._keep_count(now)
+
+    def _timeout(self) -> float:
+        """Seconds until the next timed step (the loop also wakes on signals and pipes)."""
+        now = time.monotonic()
+        deadlines = [now + _IDLE_WAKEUP]
+        if self._stopping:
+            if self._stop_deadline is not None:
+                deadlines.append(self._stop_deadline)
+        else:
+            if self._reload_at is not None:
+                deadlines.append(self._reload_at)
+            if self._next_start > now:
+                deadlines.append(self._next_start)
+            deadlines.extend(
+                w.started + START_WINDOW for w in self.workers if w.ready and not w.judged
+            )
+        return max(0.0, min(deadlines) - now)
+
+    # ------------------------------------------------------------------ signals
+
+    @contextlib.contextmanager
+    def _signals(self) -> Iterator[None]:
+        read_fd, write_fd = os.pipe()
+        os.set_blocking(read_fd, False)
+        os.set_blocking(write_fd, False)
+        previous_handlers: dict[int, Any] = {}
+        previous_wakeup = signal.set_wakeup_fd(write_fd)
+        try:
+            for sig in _SIGNALS:
+                # The handler does nothing: set_wakeup_fd writes the signal number on the pipe.
+                previous_handlers[sig] = signal.signal(sig, _ignore_signal)
+            self._wake_fd = write_fd
+            self._selector.register(read_fd, selectors.EVENT_READ, None)
+            yield
+        finally:
+            self._wake_fd = None
+            for sig, handler in previous_handlers.items():
+                signal.signal(sig, handler)
+            signal.set_wakeup_fd(previous_wakeup)
+            with contextlib.suppress(KeyError):
+                self._selector.unregister(read_fd)
+            os.close(read_fd)
+            os.close(write_fd)
+
+    def _wake(self) -> None:
+        """From the reloader thread: make the loop look at the changes."""
+        fd = self._wake_fd
+        if fd is not None:
+            with contextlib.suppress(OSError):  # full pipe: the loop is awake anyway
+                os.write(fd, _WAKE)
+
+    def _read_signals(self, fd: int) -> None:
+        try:
+            data = os.read(fd, 1024)
+        except BlockingIOError:
+            return
+        for number in data:
+            if number in (signal.SIGINT, signal.SIGTERM):
+                self._stop(number)
+            elif number == getattr(signal, "SIGHUP", None):
+                self._begin_roll()
+            elif number == getattr(signal, "SIGTTIN", None):
+                self.target += 1
+                logger.info("Received SIGTTIN: increasing to %d workers.", self.target)
+            elif number == getattr(signal, "SIGTTOU", None):
+                if self.target > 1:
+                    self.target -= 1
+                    logger.info("Received SIGTTOU: decreasing to %d workers.", self.target)
+                else:
+                    logger.info("Received SIGTTOU: keeping the last worker.")
+
+    def _stop(self, sig: int | None) -> None:
+        if self._stopping:
+            if sig == signal.SIGINT:
+                logger.warning("Forced quit: killing %d worker(s).", len(self.workers))
+                for worker in self.workers:
+                    with contextlib.suppress(OSError):
+                        worker.proc.kill()
+            return
+        self._stopping = True
+        self._reload_at = None
+        if sig is not None:
+            logger.info(
+                "Received %s: stopping %d worker(s).", signal.Signals(sig).name, len(self.workers)
+            )
+        if self._reloader is not None:
+            self._reloader.stop()
+        for worker in self.workers:
+            self._terminate(worker)
+        timeout = self.config.timeout_graceful_shutdown
+        if timeout is not None:
+            self._stop_deadline = time.monotonic() + timeout + SHUTDOWN_MARGIN
+
+    def _enforce_stop_deadline(self) -> None:
+        if self._stop_deadline is None or time.monotonic() < self._stop_deadline:
+            return
+        self._stop_deadline = None
+        logger.warning("Workers did not stop in time: killing %d worker(s).", len(self.workers))
+        for worker in self.workers:
+            with contextlib.suppress(OSError):
+                worker.proc.kill()
+
+    # ------------------------------------------------------------------ workers
+
+    def _spawn(self) -> _Worker | None:
+        assert self._sock is not None
+        limit = self.config.limit_max_requests
+        if limit is not None and self.config.limit_max_requests_jitter:
+            limit += random.randint(0, self.config.limit_max_requests_jitter)
+        listen_fd = self._sock.fileno()
+        read_fd, write_fd = os.pipe()
+        argv = [
+            sys.executable,
+            "-m",
+            "ferrocorn.worker",
+            "--fd",
+            str(listen_fd),
+            "--ready-fd",
+            str(write_fd),
+        ]
+        if limit is not None:
+            argv += ["--limit-max-requests", str(limit)]
+        env = dict(os.environ)
+        env[PAYLOAD_ENV] = self._payload
+        try:
+            proc = subprocess.Popen(argv, env=env, pass_fds=(listen_fd, write_fd))
+        except OSError as exc:
+            os.close(read_fd)
+            logger.error("Could not start a worker: %s", exc)
+            self._note_failed_start(EXIT_CONFIG_ERROR)
+            return None
+        finally:
+            os.close(write_fd)
+        os.set_blocking(read_fd, False)
+        worker = _Worker(proc, read_fd)
+        self._selector.register(read_fd, selectors.EVENT_READ, worker)
+        self.workers.append(worker)
+        return worker
+
+    def _read_ready(self, worker: _Worker) -> None:
+        fd = worker.ready_fd
+        if fd is None:
+            return
+        try:
+            data = os.read(fd, 64)
+        except BlockingIOError:
+            return
+        except OSError:
+            data = b""
+        if READY_LINE.strip() in data:
+            worker.ready = True
+        if not data:  # EOF: it wrote its line, or it exited
+            self._close_ready(worker)
+
+    def _close_ready(self, worker: _Worker) -> None:
+        fd, worker.ready_fd = worker.ready_fd, None
+        if fd is not None:
+            with contextlib.suppress(KeyError, ValueError):
+                self._selector.unregister(fd)
+            os.close(fd)
+
+    def _terminate(self, worker: _Worker) -> None:
+        worker.retiring = True
+        with contextlib.suppress(OSError):
+            worker.proc.send_signal(signal.SIGTERM)
+
+    def _reap(self) -> None:
+        for worker in list(self.workers):
+            code = worker.proc.poll()
+            if code is None:
+                continue
+            if worker.ready_fd is not None:
+                self._read_ready(worker)  # a ready line still in the pipe counts
+            self._close_ready(worker)
+            self.workers.remove(worker)
+            self._on_exit(worker, code)
+
+    def _on_exit(self, worker: _Worker, code: int) -> None:
+        how = _describe_exit(code)
+        for other in self.workers:
+            if other.replaces is worker:
+                other.replaces = None
+        if worker.retiring or self._stopping:
+            level = logging.INFO if code in (0, -signal.SIGTERM) else logging.WARNING
+            logger.log(level, "Worker [%d] stopped: it %s.", worker.pid, how)
+            return
+        if worker is self._roll_new:
+            self._roll_new = None
+            self._roll_queue.clear()
+            logger.error(
+                "Worker [%d] %s before it was serving: SIGHUP restart abandoned, "
+                "the other workers keep serving.",
+                worker.pid,
+                how,
+            )
+            self._note_failed_start(code)
+            return
+        lived = time.monotonic() - worker.started
+        if not worker.ready or (code != 0 and lived < START_WINDOW):
+            when = "before it was serving" if not worker.ready else f"{lived:.1f}s after start"
+            if self.config.reload:
+                logger.error(
+                    "Worker [%d] %s %s; waiting for file changes before restarting.",
+                    worker.pid,
+                    how,
+                    when,
+                )
+                self._wait_for_change = True
+                return
+            logger.error("Worker [%d] %s %s.", worker.pid, how, when)
+            self._note_failed_start(code)
+            return
+        if code == 0:
+            logger.info("Worker [%d] %s; starting a new one.", worker.pid, how)
+            self._failed_starts = 0
+        else:
+            logger.warning("Worker [%d] %s; starting a new one.", worker.pid, how)
+
+    def _note_failed_start(self, code: int) -> None:
+        self._failed_starts += 1
+        if self._failed_starts >= MAX_FAILED_STARTS:
+            if code == EXIT_STARTUP_FAILED:
+                self.exit_code = EXIT_STARTUP_FAILED
+                reason = "application startup failed"
+            else:
+                self.exit_code = EXIT_CONFIG_ERROR
+                reason = f"the worker {_describe_exit(code)}"
+            logger.error(
+                "Workers failed to start %d times in a row (last: %s); stopping.",
+                self._failed_starts,
+                reason,
+            )
+            self._stop(None)
+            return
+        delay = min(_RETRY_DELAY_FIRST * 2 ** (self._failed_starts - 1), _RETRY_DELAY_MAX)
+        self._next_start = time.monotonic() + delay
+
+    def _judge_starts(self, now: float) -> None:
+        for worker in self.workers:
+            if not worker.judged and worker.ready and now - worker.started >= START_WINDOW:
+                worker.judged = True
+                self._failed_starts = 0
+
+    def _keep_count(self, now: float) -> None:
+        """Start or stop workers so that ``target`` of them serve (one more during SIGHUP)."""
+        if self._wait_for_change:
+            return
+        if self.config.reload and any(w.retiring for w in self.workers):
+            return  # reloading: the old code stops before the new one starts
+        active = [w for w in self.workers if not w.retiring]
+        surplus = 1 if self._roll_new is not None and self._roll_new.replaces is not None else 0
+        missing = self.target - (len(active) - surplus)
+        if missing > 0:
+            if now < self._next_start:
+                return
+            for _ in range(missing):
+                if self._spawn() is None:
+                    return
+        elif missing < 0:
+            busy = {id(w) for w in self._roll_queue}
+            if self._roll_new is not None:
+                busy.update((id(self._roll_new), id(self._roll_new.replaces)))
+            extra = [w for w in active if id(w) not in busy][:-missing]
+            for worker in extra:
+                logger.info("Stopping worker [%d].", worker.pid)
+                self._terminate(worker)
+
+    # ------------------------------------------------------------------ SIGHUP
+
+    def _begin_roll(self) -> None:
+        olds = [w for w in self.workers if not w.retiring and w is not self._roll_new]
+        logger.info("Received SIGHUP: replacing %d worker(s) one at a time.", len(olds))
+        self._roll_queue = olds
+        self._wait_for_change = False
+
+    def _step_roll(self) -> None:
+        new = self._roll_new
+        if new is not None:
+            if not new.ready:
+                return
+            self._roll_new = None
+            old, new.replaces = new.replaces, None
+            if old is not None and old in self.workers and not old.retiring:
+                logger.info("Worker [%d] is serving: stopping worker [%d].", new.pid, old.pid)
+                self._terminate(old)
+            if not self._roll_queue:
+                logger.info("All workers replaced.")
+        while self._roll_queue and self._roll_new is None:
+            old = self._roll_queue.pop(0)
+            if old in self.workers and not old.retiring:
+                new = self._spawn()
+                if new is None:
+                    self._roll_queue.clear()
+                    return
+                new.replaces = old
+                self._roll_new = new
+
+    # ------------------------------------------------------------------ reload
+
+    def _check_reload(self, now: float) -> None:
+        if self._reloader is None:
+            return
+        changes = self._reloader.take_changes()
+        if changes:
+            self._changes |= changes
+            if self._reload_at is None:
+                # Wait a little: editors write several files (or one file several times).
+                self._reload_at = now + self.config.reload_delay
+        if self._reload_at is None or now < self._reload_at:
+            return
+        shown = ", ".join(f"'{self._reloader.relative(p)}'" for p in sorted(self._changes))
+        logger.warning("WatchFiles detected changes in %s. Reloading...", shown)
+        self._reload_at = None
+        self._changes.clear()
+        self._wait_for_change = False
+        self._failed_starts = 0
+        self._roll_queue.clear()
+        self._roll_new = None
+        for worker in self.workers:
+            if not worker.retiring:
+                self._terminate(worker)
+
+
+def _ignore_signal(sig: int, frame: Any) -> None:
+    """The Python-level handler; the wake-up fd carries the signal to the loop."""
+
+
+class _Reloader:
+    """Watches the reload directories in a thread (watchfiles) and collects changed paths."""
+
+    def __init__(self, config: Config, wake: Callable[[], None]) -> None:
+        try:
+            import watchfiles
+        except ImportError as exc:
+            raise ConfigError(
+                f"reload needs watchfiles ({exc}): pip install watchfiles "
+                '(or "ferrocorn[standard]").'
+            ) from exc
+        self._watchfiles = watchfiles
+        self.dirs = list(config.reload_dirs)
+        self._wake = wake
+        includes = list(DEFAULT_RELOAD_INCLUDES) + list(config.reload_includes)
+        # An explicitly included pattern is no longer excluded by default.
+        excludes = [p for p in DEFAULT_RELOAD_EXCLUDES if p not in includes]
+        self._includes = includes
+        self._excludes = excludes + list(config.reload_excludes)
+        self._default_filter = watchfiles.DefaultFilter()
+        self._lock = threading.Lock()
+        self._changes: set[str] = set()
+        self._stop_event = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="ferrocorn-reload", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop_event.set()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(2.0)
+
+    def take_changes(self) -> set[str]:
+        with self._lock:
+            changes, self._changes = self._changes, set()
+        return changes
+
+    def relative(self, path: str) -> str:
+        """``path`` relative to the (innermost) reload directory holding it."""
+        for directory in sorted(self.dirs, key=len, reverse=True):
+            if os.path.commonpath([path, directory]) == directory:
+                return os.path.relpath(path, directory)
+        return path
+
+    def wanted(self, change: Any, path: str) -> bool:
+        if not self._default_filter(change, path):
+            return False
+        relative = PurePath(self.relative(path))
+        for pattern in self._excludes:
+            if relative.match(pattern) or any(fnmatch.fnmatch(p, pattern) for p in relative.parts):
+                return False
+        return any(relative.match(pattern) for pattern in self._includes)
+
+    def _run(self) -> None:
+        try:
+            for changes in self._watchfiles.watch(
+                *self.dirs,
+                watch_filter=self.wanted,
+                stop_event=self._stop_event,
+                raise_interrupt=False,
+            ):
+                with self._lock:
+                    self._changes.update(path for _, path in changes)
+                self._wake()
+        except Exception:  # the watcher must not die silently
+            logger.exception("The file watcher failed; reload is off from now on.")

@@ -1,0 +1,126 @@
+"""A worker process of the supervisor: ``python -m ferrocorn.worker --fd N --ready-fd M``.
+
+Not a public entry point: the supervisor (supervisor.py) starts it with the listening socket on
+fd ``N``, the write end of a pipe on fd ``M`` and the configuration in an environment variable.
+The worker serves like the single-process server, except that it logs ``Started worker [pid]``
+instead of the address, writes one line on the pipe once it is serving, and stops by itself
+when the supervisor goes away.
+"""
+
+from __future__ import annotations
+
+import argparse
+import base64
+import logging
+import os
+import pickle
+import signal
+import sys
+import threading
+import time
+from typing import Any
+
+from .config import Config, ConfigError
+from .server import EXIT_CONFIG_ERROR, Server, run_server
+
+logger = logging.getLogger("ferrocorn.error")
+
+# The pickled worker payload (see encode_payload); read and removed from the environment at once.
+PAYLOAD_ENV = "_FERROCORN_WORKER"
+READY_LINE = b"ready\n"
+_PARENT_CHECK_INTERVAL = 0.5
+
+
+def encode_payload(payload: dict[str, Any]) -> str:
+    """For the supervisor: ``payload`` as an environment-variable value."""
+    return base64.b64encode(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)).decode()
+
+
+def _decode_payload(value: str) -> dict[str, Any]:
+    payload = pickle.loads(base64.b64decode(value))
+    if not isinstance(payload, dict):
+        raise ValueError("not a worker payload")
+    return payload
+
+
+class WorkerServer(Server):
+    """A ``Server`` that reports readiness to the supervisor instead of printing the address
+    (the supervisor printed it once)."""
+
+    def __init__(self, config: Config, ready_fd: int | None) -> None:
+        super().__init__(config)
+        self._ready_fd = ready_fd
+
+    def _log_started(self) -> None:
+        logger.info("Started worker [%d]", os.getpid())
+        fd, self._ready_fd = self._ready_fd, None
+        if fd is None:
+            return
+        try:
+            os.write(fd, READY_LINE)
+        except OSError:
+            pass  # the supervisor is gone; _watch_parent stops this worker
+        finally:
+            os.close(fd)
+
+
+def _watch_parent(supervisor_pid: int) -> None:
+    """Stop this worker (SIGTERM to itself: graceful once serving) when the supervisor dies."""
+    while os.getppid() == supervisor_pid:
+        time.sleep(_PARENT_CHECK_INTERVAL)
+    logger.warning("Supervisor [%d] is gone; worker [%d] stops.", supervisor_pid, os.getpid())
+    os.kill(os.getpid(), signal.SIGTERM)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m ferrocorn.worker",
+        description="A ferrocorn worker process (started by the ferrocorn supervisor).",
+    )
+    parser.add_argument("--fd", type=int, required=True, help="the listening socket")
+    parser.add_argument("--ready-fd", type=int, required=True, help="pipe for the ready line")
+    parser.add_argument("--limit-max-requests", type=int, default=None)
+    args = parser.parse_args(argv)
+    os.set_inheritable(args.ready_fd, False)  # not for the app's own subprocesses
+
+    encoded = os.environ.pop(PAYLOAD_ENV, None)
+    try:
+        if encoded is None:
+            raise ValueError(f"{PAYLOAD_ENV} is not set")
+        payload = _decode_payload(encoded)
+    except Exception as exc:  # a broken payload is a bug or a manual start: say so briefly
+        print(
+            f"Error: ferrocorn.worker is started by the ferrocorn supervisor ({exc}).",
+            file=sys.stderr,
+        )
+        return EXIT_CONFIG_ERROR
+    # The supervisor's import path, as multiprocessing's spawn does: the app imports the same.
+    sys.path[:] = payload["sys_path"]
+
+    options = dict(payload["options"])
+    options.update(
+        fd=args.fd,
+        uds=None,
+        workers=1,
+        reload=False,
+        limit_max_requests=args.limit_max_requests,
+        limit_max_requests_jitter=0,
+        env_file=None,  # the supervisor loaded it; its environment is inherited
+    )
+    try:
+        config = Config(payload["app"], **options)
+    except ConfigError as exc:
+        logger.error("%s", exc)
+        return EXIT_CONFIG_ERROR
+    server = WorkerServer(config, args.ready_fd)
+    threading.Thread(
+        target=_watch_parent,
+        args=(payload["supervisor_pid"],),
+        name="ferrocorn-parent-watch",
+        daemon=True,
+    ).start()
+    return run_server(server)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

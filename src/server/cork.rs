@@ -1,0 +1,155 @@
+//! Write coalescing for pipelined HTTP/1.1 requests, with a bound.
+//!
+//! hyper's own `pipeline_flush` skips flushes while its read buffer holds more requests, but
+//! it also lifts every limit on buffered response bodies (no backpressure). This I/O wrapper
+//! does the useful half with a bound: while the client's last read returned data that hyper
+//! has not yet asked past (more pipelined requests may be queued in hyper's buffer), small
+//! writes are held back and go out together; they are written as soon as hyper finds nothing
+//! more to read, as soon as `MAX_CORKED` bytes are held, or on shutdown.
+
+use std::io;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::task::{Context, Poll};
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+/// Most bytes held back; beyond this writes go through (and backpressure applies).
+const MAX_CORKED: usize = 64 * 1024;
+
+/// Set by a streaming response body when it hands over data: streamed chunks (server-sent
+/// events, say) must go out now, not wait behind a pipelined request.
+#[derive(Default)]
+pub struct FlushHint(AtomicBool);
+
+impl FlushHint {
+    pub fn request(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    fn take(&self) -> bool {
+        self.0.swap(false, Ordering::Relaxed)
+    }
+}
+
+pub struct Corked<T> {
+    inner: T,
+    hint: Arc<FlushHint>,
+    /// The last read returned data and hyper has not read again since: it may be parsing
+    /// further pipelined requests out of its buffer.
+    input_pending: bool,
+    held: Vec<u8>,
+    /// Bytes of `held` already written.
+    written: usize,
+}
+
+impl<T> Corked<T> {
+    pub fn new(inner: T, hint: Arc<FlushHint>) -> Self {
+        Corked {
+            inner,
+            hint,
+            input_pending: false,
+            held: Vec::new(),
+            written: 0,
+        }
+    }
+}
+
+impl<T: AsyncWrite + Unpin> Corked<T> {
+    /// Write out what is held. Ready(Ok) once empty.
+    fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        while self.written < self.held.len() {
+            let n = std::task::ready!(
+                Pin::new(&mut self.inner).poll_write(cx, &self.held[self.written..])
+            )?;
+            if n == 0 {
+                return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+            }
+            self.written += n;
+        }
+        self.held.clear();
+        self.written = 0;
+        Poll::Ready(Ok(()))
+    }
+
+    fn can_hold(&self, len: usize) -> bool {
+        self.input_pending && self.held.len() + len <= MAX_CORKED
+    }
+}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for Corked<T> {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        // hyper wants more input, so it has answered everything it had: release the writes.
+        this.input_pending = false;
+        if !this.held.is_empty() {
+            if let Poll::Ready(Err(e)) = this.poll_drain(cx) {
+                return Poll::Ready(Err(e));
+            }
+        }
+        let before = buf.filled().len();
+        let result = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if matches!(result, Poll::Ready(Ok(()))) && buf.filled().len() > before {
+            this.input_pending = true;
+        }
+        result
+    }
+}
+
+impl<T: AsyncWrite + Unpin> AsyncWrite for Corked<T> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        if this.can_hold(buf.len()) {
+            this.held.extend_from_slice(buf);
+            return Poll::Ready(Ok(buf.len()));
+        }
+        std::task::ready!(this.poll_drain(cx))?;
+        Pin::new(&mut this.inner).poll_write(cx, buf)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = &mut *self;
+        let len: usize = bufs.iter().map(|b| b.len()).sum();
+        if this.can_hold(len) {
+            for b in bufs {
+                this.held.extend_from_slice(b);
+            }
+            return Poll::Ready(Ok(len));
+        }
+        std::task::ready!(this.poll_drain(cx))?;
+        Pin::new(&mut this.inner).poll_write_vectored(cx, bufs)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        if this.input_pending && this.held.len() <= MAX_CORKED && !this.hint.take() {
+            // More pipelined requests may follow from hyper's buffer: flush with them.
+            return Poll::Ready(Ok(()));
+        }
+        std::task::ready!(this.poll_drain(cx))?;
+        Pin::new(&mut this.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = &mut *self;
+        std::task::ready!(this.poll_drain(cx))?;
+        Pin::new(&mut this.inner).poll_shutdown(cx)
+    }
+}
