@@ -104,6 +104,37 @@ pub fn error_response(
     )
 }
 
+/// The app's Content-Length and the body it sends disagree.
+fn length_mismatch(declared: u64, sent: u64, more_body: bool) -> PyErr {
+    let so_far = if more_body { " so far" } else { "" };
+    PyRuntimeError::new_err(format!(
+        "the response declares Content-Length {declared} but the body has {sent} bytes{so_far}"
+    ))
+}
+
+/// The Content-Length the app set, if any; several must agree.
+fn declared_length(headers: &HeaderMap) -> PyResult<Option<u64>> {
+    let mut declared = None;
+    for value in headers.get_all(CONTENT_LENGTH) {
+        let parsed = std::str::from_utf8(value.as_bytes())
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .ok_or_else(|| {
+                PyValueError::new_err(format!(
+                    "'headers' has an invalid Content-Length value {:?}",
+                    String::from_utf8_lossy(value.as_bytes())
+                ))
+            })?;
+        if declared.is_some_and(|d| d != parsed) {
+            return Err(PyValueError::new_err(
+                "'headers' has several Content-Length values that disagree",
+            ));
+        }
+        declared = Some(parsed);
+    }
+    Ok(declared)
+}
+
 impl Channel for LoopState {
     /// The next message for `receive()`, or None when it has to wait for tokio.
     fn next_message<'py>(
@@ -192,6 +223,18 @@ impl HttpProtocol {
         st.status = status.as_u16();
         let no_body =
             st.is_head || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED;
+        if let (false, Some(declared)) = (no_body, st.declared_length) {
+            let sent = body.len() as u64;
+            if sent > declared || (!more_body && sent != declared) {
+                // Nothing went out yet: keep the head so the failure becomes a clean 500.
+                st.response = ResponsePhase::Held {
+                    tx,
+                    status,
+                    headers,
+                };
+                return Err(length_mismatch(declared, sent, more_body));
+            }
+        }
         let response_body;
         if no_body {
             // HEAD mirrors GET's Content-Length when the whole body came in one message.
@@ -242,6 +285,15 @@ impl HttpProtocol {
         };
         let otx = otx.clone();
         let len = body.len() as u64;
+        if let Some(declared) = st.declared_length {
+            let total = st.bytes_sent + len;
+            if total > declared || (!more_body && total != declared) {
+                // Part of the body is out: abort the connection rather than let the client
+                // read a body whose framing is wrong.
+                st.response = ResponsePhase::Closed;
+                return Err(length_mismatch(declared, total, more_body));
+            }
+        }
         let chunk = if more_body {
             OutChunk::Data(body)
         } else {
@@ -329,6 +381,7 @@ impl HttpProtocol {
             "http.response.start" => match &st.response {
                 ResponsePhase::Idle(_) => {
                     let (status, headers) = parse_response_start(message)?;
+                    st.declared_length = declared_length(&headers)?;
                     if self.ex.is_closed() {
                         st.response = ResponsePhase::Closed;
                         return Err(client_disconnected());

@@ -49,6 +49,8 @@ pub struct LoopState {
     pub receive_called: bool,
     /// The client sent a malformed body; tokio answers 400 itself.
     pub body_failed: bool,
+    /// The app's own Content-Length, checked against the body it sends.
+    pub declared_length: Option<u64>,
     pub is_head: bool,
     /// For the access log.
     pub status: u16,
@@ -65,6 +67,7 @@ impl LoopState {
             waiters: Waiters::default(),
             receive_called: false,
             body_failed: false,
+            declared_length: None,
             is_head,
             status: 0,
             bytes_sent: 0,
