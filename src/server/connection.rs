@@ -175,19 +175,31 @@ pub async fn serve_connection<S>(
     let io = TokioIo::new(io);
     if http2 {
         let connection = http2_builder(&shared).serve_connection(io, service);
-        drive(connection, |c| c.graceful_shutdown(), &ctx, lifecycle).await;
+        drive(
+            Box::pin(connection),
+            |c| c.graceful_shutdown(),
+            &ctx,
+            lifecycle,
+        )
+        .await;
     } else {
         let connection = http1_builder(&shared)
             .serve_connection(io, service)
             .with_upgrades();
-        drive(connection, |c| c.graceful_shutdown(), &ctx, lifecycle).await;
+        drive(
+            Box::pin(connection),
+            |c| c.graceful_shutdown(),
+            &ctx,
+            lifecycle,
+        )
+        .await;
     }
 }
 
 /// Runs a hyper connection until it ends, shutting it down gracefully when the server drains
 /// or the connection has been idle for the keep-alive timeout, and dropping it on close.
 async fn drive<C, G>(
-    connection: C,
+    mut connection: Pin<Box<C>>,
     graceful_shutdown: G,
     ctx: &ConnCtx,
     mut lifecycle: watch::Receiver<Lifecycle>,
@@ -196,7 +208,6 @@ async fn drive<C, G>(
     G: Fn(Pin<&mut C>),
 {
     let keep_alive_timeout = ctx.shared.config.keep_alive_timeout;
-    let mut connection = std::pin::pin!(connection);
     let mut draining = false;
     loop {
         if !draining && *lifecycle.borrow_and_update() >= Lifecycle::Draining {

@@ -21,7 +21,10 @@ pub async fn start_connection<S>(
 {
     let mode = shared.config.http;
     let Some(tls) = shared.config.tls.clone() else {
-        return serve_connection(stream, info, shared, Protocol::cleartext(mode), flush_hint).await;
+        // Boxed: an idle connection's task then holds only the state it needs (the handshake
+        // and the cleartext/TLS variants would otherwise share one large future).
+        let serve = serve_connection(stream, info, shared, Protocol::cleartext(mode), flush_hint);
+        return Box::pin(serve).await;
     };
     let handshake = tls.acceptor.accept(stream);
     // A failed or stalled handshake just closes the connection: there is nobody to answer.
@@ -38,5 +41,5 @@ pub async fn start_connection<S>(
     let session = stream.get_ref().1;
     let protocol = Protocol::negotiated(mode, session.alpn_protocol());
     info.tls = Some(Arc::new(TlsInfo::new(session, tls.server_cert_pem.clone())));
-    serve_connection(stream, info, shared, protocol, flush_hint).await
+    Box::pin(serve_connection(stream, info, shared, protocol, flush_hint)).await
 }
