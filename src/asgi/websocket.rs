@@ -333,9 +333,11 @@ impl WebSocketProtocol {
                             headers,
                             outbound: out_rx,
                         };
-                        if tx.send(decision).is_err() || self.ex.is_closed() {
+                        if tx.send(decision).is_err() {
                             return Err(client_disconnected());
                         }
+                        // Accepted even if the session has already ended (the client left
+                        // right after the 101): receive() then reports the disconnect.
                         st.status = 101;
                         st.phase = WsPhase::Open(out_tx);
                         waiters::resolve_receivers(py, &self.ex, &mut st)?;

@@ -174,6 +174,7 @@ pub async fn serve_connection<S>(
     let service = service_fn(move |req| handle_request(req, conn_ctx.clone()));
     let io = TokioIo::new(io);
     if http2 {
+        ctx.disable_corking();
         let connection = http2_builder(&shared).serve_connection(io, service);
         drive(
             Box::pin(connection),

@@ -18,18 +18,27 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 /// Most bytes held back; beyond this writes go through (and backpressure applies).
 const MAX_CORKED: usize = 64 * 1024;
 
-/// Set by a streaming response body when it hands over data: streamed chunks (server-sent
-/// events, say) must go out now, not wait behind a pipelined request.
+/// Tells the cork to write now. Set by a streaming response body when it hands over data
+/// (streamed chunks, server-sent events say, must not wait behind a pipelined request), and
+/// for good once the connection stops being HTTP/1.1 request/response traffic (HTTP/2, a
+/// WebSocket after the upgrade): holding writes only pays off for pipelined HTTP/1.1.
 #[derive(Default)]
-pub struct FlushHint(AtomicBool);
+pub struct FlushHint {
+    once: AtomicBool,
+    always: AtomicBool,
+}
 
 impl FlushHint {
     pub fn request(&self) {
-        self.0.store(true, Ordering::Relaxed);
+        self.once.store(true, Ordering::Relaxed);
+    }
+
+    pub fn disable_corking(&self) {
+        self.always.store(true, Ordering::Relaxed);
     }
 
     fn take(&self) -> bool {
-        self.0.swap(false, Ordering::Relaxed)
+        self.always.load(Ordering::Relaxed) || self.once.swap(false, Ordering::Relaxed)
     }
 }
 
@@ -74,7 +83,9 @@ impl<T: AsyncWrite + Unpin> Corked<T> {
     }
 
     fn can_hold(&self, len: usize) -> bool {
-        self.input_pending && self.held.len() + len <= MAX_CORKED
+        self.input_pending
+            && self.held.len() + len <= MAX_CORKED
+            && !self.hint.always.load(Ordering::Relaxed)
     }
 }
 

@@ -46,6 +46,11 @@ impl ConnCtx {
         }
     }
 
+    /// Writes go straight out from now on (see `FlushHint`).
+    pub fn disable_corking(&self) {
+        self.flush_hint.disable_corking();
+    }
+
     /// How long the connection has had no request in flight (None while one is).
     pub fn idle_for(&self) -> Option<Duration> {
         if self.in_flight.load(Ordering::SeqCst) > 0 {

@@ -13,6 +13,7 @@ use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, Interval};
+use tokio_tungstenite::tungstenite::error::ProtocolError;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{Error as WsError, Message};
@@ -87,6 +88,8 @@ pub async fn handle_upgrade(
                     response_headers.append(name.clone(), value.clone());
                 }
             }
+            // After the 101 the socket carries WebSocket frames: nothing to coalesce.
+            conn.disable_corking();
             let shared = shared.clone();
             tokio::spawn(async move {
                 match on_upgrade.await {
@@ -112,6 +115,8 @@ pub async fn handle_upgrade(
 /// The close code to send for a broken stream; None when the connection is simply gone.
 fn error_close_code(error: &WsError) -> Option<u16> {
     match error {
+        // The peer closed TCP without a close frame: the connection is lost (1006).
+        WsError::Protocol(ProtocolError::ResetWithoutClosingHandshake) => None,
         WsError::Protocol(_) => Some(1002),
         WsError::Utf8(_) => Some(1007),
         WsError::Capacity(_) => Some(1009),
