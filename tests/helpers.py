@@ -29,6 +29,7 @@ def server_env(extra=None):
     for key in list(env):
         if key.startswith("FERROCORN_") and key != "FERROCORN_TEST_PYTHON":
             del env[key]
+    env.pop("WEB_CONCURRENCY", None)  # the default of --workers
     if extra:
         env.update(extra)
     return env

@@ -119,8 +119,12 @@ def _extended_wrapper(rewrite: Any, access_log: bool, log_format: Any, metrics: 
     is_enabled = access_logger.isEnabledFor
 
     async def run_asgi_extended(app: Any, scope: dict, proto: Any) -> None:
-        if metrics is not None:
-            metrics.started += 1
+        if metrics is not None:  # WebSocket sessions are a gauge, not requests
+            websocket = scope["type"] == "websocket"
+            if websocket:
+                metrics.websockets += 1
+            else:
+                metrics.started += 1
         app_scope = scope
         try:
             if rewrite is not None:
@@ -136,8 +140,11 @@ def _extended_wrapper(rewrite: Any, access_log: bool, log_format: Any, metrics: 
             if fault is not None:
                 error_logger.error(fault)
         info = proto.access_info()
-        if observe is not None:
-            observe(info[4], info[6])
+        if metrics is not None:
+            if websocket:
+                metrics.websockets -= 1
+            else:
+                observe(info[4], info[6])
         if log_format is not None:
             if is_enabled(_INFO):
                 access_logger.info(log_format(app_scope, info))

@@ -529,7 +529,8 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     multiple=True,
     type=click.Path(file_okay=False),
     show_default=False,
-    help="Directory to watch with --reload; repeatable. [default: current directory]",
+    help="Directory to watch with --reload; repeatable (the variable: a list like PATH). "
+    "[default: current directory]",
 )
 @_option(
     "--reload-include",

@@ -896,11 +896,14 @@ class Config:
 
     socket_kind = staticmethod(socket_kind)
 
-    def bind_socket(self) -> socket.socket:
+    def bind_socket(self, reuse_port: bool = False) -> socket.socket:
         """A listening, non-blocking socket for ``fd``, ``uds`` or ``host``/``port``.
 
         Without ``fd`` or ``uds``, a socket passed by systemd (socket activation: ``LISTEN_FDS``
-        and ``LISTEN_PID`` naming this process) replaces ``host``/``port``.
+        and ``LISTEN_PID`` naming this process) replaces ``host``/``port``, and ``fd`` is set to
+        it.  ``reuse_port``: bind ``host``/``port`` with ``SO_REUSEPORT`` (after checking that
+        nothing else is bound there), so that more sockets can join it (the supervisor's
+        per-worker sockets); it does not apply to the other kinds.
         """
         if self.fd is None and self.uds is None:
             activated = _take_systemd_socket()
@@ -908,12 +911,14 @@ class Config:
                 logger.info(
                     "Using the socket passed by systemd (socket activation, fd %d).", activated
                 )
-                return self._socket_from_fd(activated)
+                sock = self._socket_from_fd(activated)
+                self.fd = activated  # from now on this configuration serves that socket
+                return sock
         if self.fd is not None:
             return self._socket_from_fd(self.fd)
         if self.uds is not None:
             return self._bind_unix(self.uds)
-        return self._bind_tcp()
+        return self._bind_tcp(reuse_port)
 
     def _socket_from_fd(self, fd: int) -> socket.socket:
         try:
@@ -957,7 +962,7 @@ class Config:
             raise ConfigError(f"Could not bind to unix:{path}: {exc}") from exc
         return sock
 
-    def _bind_tcp(self) -> socket.socket:
+    def _bind_tcp(self, reuse_port: bool = False) -> socket.socket:
         host = self.host
         if host.startswith("[") and host.endswith("]"):
             host = host[1:-1]  # accept the URL form "[::1]"
@@ -971,6 +976,15 @@ class Config:
             af, socktype, proto, _, sockaddr = infos[0]
             sock = socket.socket(af, socktype, proto)
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            if reuse_port:
+                # A plain bind first fails while anything is bound there, even a server using
+                # SO_REUSEPORT itself, which a SO_REUSEPORT bind would silently join.
+                sock.bind(sockaddr)
+                sockaddr = sock.getsockname()  # port 0: the port the kernel chose
+                sock.close()
+                sock = socket.socket(af, socktype, proto)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
             sock.bind(sockaddr)
             sock.listen(self.backlog)
             sock.setblocking(False)

@@ -19,10 +19,10 @@ Exposed families:
   before any response was sent);
 * ``ferrocorn_requests_in_flight`` (gauge): app calls running now;
 * ``ferrocorn_open_connections`` (gauge): open client connections (``Core.active_connections``);
+* ``ferrocorn_websocket_connections`` (gauge): WebSocket sessions whose app call is running
+  (they are not counted as requests, and their lifetimes stay out of the histogram);
 * ``ferrocorn_request_duration_seconds`` (histogram): from request arrival to the end of the
   app call.
-
-A WebSocket-connections gauge is left out until the server speaks WebSocket.
 """
 
 from __future__ import annotations
@@ -55,10 +55,11 @@ class RequestMetrics:
     seconds)`` after it, so ``in flight = started - finished``.
     """
 
-    __slots__ = ("started", "responses", "bucket_counts", "duration_sum")
+    __slots__ = ("started", "responses", "bucket_counts", "duration_sum", "websockets")
 
     def __init__(self) -> None:
         self.started = 0
+        self.websockets = 0  # WebSocket app calls running (not counted as requests)
         self.responses: dict[int, int] = {}
         # Non-cumulative counts per bucket; the last slot is +Inf.
         self.bucket_counts = [0] * (len(BUCKETS) + 1)
@@ -81,6 +82,7 @@ class RequestMetrics:
             "open_connections": open_connections,
             "buckets": list(self.bucket_counts),
             "duration_sum": self.duration_sum,
+            "websocket_connections": self.websockets,
         }
 
 
@@ -93,9 +95,17 @@ def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
         "open_connections": 0,
         "buckets": [0] * (len(BUCKETS) + 1),
         "duration_sum": 0.0,
+        "websocket_connections": 0,
     }
+    keys = (
+        "requests_total",
+        "requests_in_flight",
+        "open_connections",
+        "duration_sum",
+        "websocket_connections",
+    )
     for snap in snapshots:
-        for key in ("requests_total", "requests_in_flight", "open_connections", "duration_sum"):
+        for key in keys:
             merged[key] += snap[key]
         for status, count in snap["responses"].items():
             merged["responses"][status] = merged["responses"].get(status, 0) + count
@@ -127,6 +137,9 @@ def render(snapshot: dict[str, Any]) -> str:
         "# HELP ferrocorn_open_connections Open client connections.",
         "# TYPE ferrocorn_open_connections gauge",
         f"ferrocorn_open_connections {snapshot['open_connections']}",
+        "# HELP ferrocorn_websocket_connections WebSocket sessions the application is serving.",
+        "# TYPE ferrocorn_websocket_connections gauge",
+        f"ferrocorn_websocket_connections {snapshot['websocket_connections']}",
         "# HELP ferrocorn_request_duration_seconds Time from request arrival to the end of "
         "the application call.",
         "# TYPE ferrocorn_request_duration_seconds histogram",

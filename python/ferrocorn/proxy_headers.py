@@ -35,6 +35,7 @@ The scope passed on is a copy whenever something changes; the incoming dict is n
 from __future__ import annotations
 
 import ipaddress
+import socket
 from collections.abc import Awaitable, Iterable
 from typing import Any, Callable, NamedTuple, Union
 
@@ -63,6 +64,8 @@ _X_PORT = b"x-forwarded-port"
 _HEADER_NAMES = frozenset((_FORWARDED, _X_FOR, _X_PROTO, _X_HOST, _X_PORT))
 
 _CACHE_MAX = 4096
+_AF_INET, _AF_INET6 = socket.AF_INET, socket.AF_INET6
+_inet_pton, _inet_ntop = socket.inet_pton, socket.inet_ntop
 
 
 class TrustedHosts:
@@ -87,11 +90,8 @@ class TrustedHosts:
                 except ValueError:
                     raise ValueError(f"{entry!r} is not a valid IP network") from None
             else:
-                ip = _ip_or_none(entry.strip("[]"))
-                if ip is None:
-                    self.exact.add(entry)  # a literal, matched verbatim (uvicorn)
-                else:
-                    self.exact.add(str(_unmapped(ip)))
+                # Literals (not IP addresses) are matched verbatim, like uvicorn's.
+                self.exact.add(canonical_ip(entry.strip("[]")) or entry)
         self._cache: dict[str, bool] = {}
 
     def __contains__(self, host: object) -> bool:
@@ -110,13 +110,15 @@ class TrustedHosts:
         return cached
 
     def _lookup(self, host: str) -> bool:
-        ip = _ip_or_none(host)
+        ip = canonical_ip(host)
         if ip is None:
             return False
-        ip = _unmapped(ip)
-        if str(ip) in self.exact:
+        if ip in self.exact:
             return True
-        return any(ip in net for net in self.networks)
+        if not self.networks:
+            return False
+        address = ipaddress.ip_address(ip)
+        return any(address in net for net in self.networks)
 
     def __repr__(self) -> str:
         if self.always:
@@ -134,25 +136,11 @@ class Forwarded(NamedTuple):
     port: int | None
 
 
-def _ip_or_none(text: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    try:
-        return ipaddress.ip_address(text)
-    except ValueError:
-        return None
-
-
-def _unmapped(
-    ip: ipaddress.IPv4Address | ipaddress.IPv6Address,
-) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
-    """``::ffff:1.2.3.4`` → ``1.2.3.4``, as the core reports IPv4 peers on dual-stack sockets."""
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        return ip.ipv4_mapped
-    return ip
-
-
 def _split_node(node: str) -> tuple[str, str | None]:
     """``"1.2.3.4:80"`` / ``"[::1]:80"`` / ``"::1"`` / ``"_hidden"`` → (host, port text)."""
     node = node.strip()
+    if ":" not in node:
+        return node, None
     if node.startswith("["):
         end = node.find("]")
         if end < 0:
@@ -166,18 +154,42 @@ def _split_node(node: str) -> tuple[str, str | None]:
 
 
 def _port_or_none(text: str | None) -> int | None:
-    if text is None or not text.isdigit() or len(text) > 5:
+    if text is None or not (text.isascii() and text.isdigit()) or len(text) > 5:  # not "²"
         return None
     port = int(text)
     return port if 0 < port <= 65535 else None
 
 
+_MAPPED_PREFIX = b"\0" * 10 + b"\xff\xff"
+
+
+def canonical_ip(text: str) -> str | None:
+    """``text`` as the core writes addresses (IPv4 dotted quad, RFC 5952 IPv6, IPv4-mapped
+    IPv6 as IPv4), or None when it is not an IP address.  ``inet_pton`` is some ten times
+    faster than ``ipaddress`` and, for IPv4, accepts only the canonical form."""
+    if "\0" in text:  # CPython refuses an embedded NUL, PyPy would stop reading there
+        return None
+    if ":" not in text:
+        try:
+            _inet_pton(_AF_INET, text)
+        except OSError:
+            return None
+        return text
+    try:
+        packed = _inet_pton(_AF_INET6, text)
+    except OSError:
+        return None
+    if packed[:12] == _MAPPED_PREFIX:
+        return _inet_ntop(_AF_INET, packed[12:])
+    return _inet_ntop(_AF_INET6, packed)
+
+
 def _client_from_node(host: str, port_text: str | None) -> tuple[str, int] | None:
     """An IP-address hop as an ASGI ``client``; None for unknown / obfuscated / garbage."""
-    ip = _ip_or_none(host)
+    ip = canonical_ip(host)
     if ip is None:
         return None
-    return str(_unmapped(ip)), _port_or_none(port_text) or 0
+    return ip, _port_or_none(port_text) or 0
 
 
 def _split_host_port(value: str) -> tuple[str | None, int | None]:
@@ -261,9 +273,13 @@ def parse_forwarded_header(value: str) -> list[dict[str, str]]:
     return elements
 
 
-def _pick(values: list[str], hop: int, hops: int) -> str:
-    """The list entry aligned with the chosen X-Forwarded-For hop, else the rightmost."""
-    return values[hop] if len(values) == hops else values[-1]
+def _pick(value: str, hop: int, hops: int) -> str:
+    """From a comma-separated list, the entry aligned with the chosen X-Forwarded-For hop when
+    the lengths match, else the rightmost one."""
+    if "," not in value:
+        return value.strip()
+    values = value.split(",")
+    return (values[hop] if len(values) == hops else values[-1]).strip()
 
 
 def resolve_forwarded(
@@ -287,37 +303,41 @@ def resolve_forwarded(
             return Forwarded(_client_from_node(*nodes[hop]), proto, host, port)
 
     client = None
-    hop, hops = 0, 0
+    hop = hops = 0
     if x_forwarded_for is not None:
-        nodes = [_split_node(entry) for entry in x_forwarded_for.split(",")]
-        nodes = [node for node in nodes if node[0]]
-        if nodes:
-            hops = len(nodes)
-            hop = _choose_hop([host for host, _ in nodes], trusted)
-            client = _client_from_node(*nodes[hop])
+        if "," not in x_forwarded_for:  # one hop: the common case behind a single proxy
+            node = _split_node(x_forwarded_for)
+            if node[0]:
+                hops = 1
+                client = _client_from_node(*node)
+        else:
+            nodes = []
+            for entry in x_forwarded_for.split(","):
+                node = _split_node(entry)
+                if node[0]:
+                    nodes.append(node)
+            if nodes:
+                hops = len(nodes)
+                hop = _choose_hop([host for host, _ in nodes], trusted)
+                client = _client_from_node(*nodes[hop])
 
     proto = None
     if x_forwarded_proto is not None:
-        values = [v.strip() for v in x_forwarded_proto.split(",")]
-        proto = _pick(values, hop, hops).lower() or None
+        proto = _pick(x_forwarded_proto, hop, hops).lower() or None
     host = port = None
     if x_forwarded_host is not None:
-        values = [v.strip() for v in x_forwarded_host.split(",")]
-        host, port = _split_host_port(_pick(values, hop, hops))
+        host, port = _split_host_port(_pick(x_forwarded_host, hop, hops))
     if x_forwarded_port is not None:
-        values = [v.strip() for v in x_forwarded_port.split(",")]
-        port = _port_or_none(_pick(values, hop, hops)) or port
+        port = _port_or_none(_pick(x_forwarded_port, hop, hops)) or port
     return Forwarded(client, proto, host, port)
 
 
-def _header_values(headers: Iterable[tuple[bytes, bytes]]) -> dict[bytes, str] | None:
-    found: dict[bytes, str] | None = None
+def _header_values(headers: Iterable[tuple[bytes, bytes]]) -> dict[bytes, str]:
+    found: dict[bytes, str] = {}
     for name, value in headers:
         if name in _HEADER_NAMES:
             text = value.decode("latin-1")
-            if found is None:
-                found = {name: text}
-            elif name in found:
+            if name in found:
                 found[name] += "," + text  # repeated lines are one comma-separated list
             else:
                 found[name] = text
@@ -347,19 +367,25 @@ class ProxyHeadersMiddleware:
         return self.app(self.rewrite(scope), receive, send)
 
     def rewrite(self, scope: dict[str, Any]) -> dict[str, Any]:
-        schemes = _SCHEMES.get(scope["type"])
-        if schemes is None:
-            return scope  # lifespan
+        # The common cases return early and cheaply: an untrusted peer, or no proxy header.
         client = scope.get("client")
         trusted = self.trusted
         if client is None:
             if not trusted.always:
                 return scope
-        elif client[0] not in trusted:
+        elif client[0] not in trusted.exact and (
+            not (trusted.networks or trusted.always) or client[0] not in trusted
+        ):
+            return scope
+        for name, _ in scope.get("headers", ()):
+            if name in _HEADER_NAMES:
+                break
+        else:
+            return scope
+        schemes = _SCHEMES.get(scope["type"])
+        if schemes is None:
             return scope
         found = _header_values(scope["headers"])
-        if found is None:
-            return scope
         info = resolve_forwarded(
             trusted,
             forwarded=found.get(_FORWARDED),

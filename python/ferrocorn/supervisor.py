@@ -1,28 +1,37 @@
 """The supervisor: with ``--workers N`` (N > 1) or ``--reload`` the command binds the listening
-socket once and runs worker processes that all serve it.
+socket and runs worker processes that serve it.
 
 - Workers are fresh interpreters (``python -m ferrocorn.worker``), never forks: the Rust
   runtime's threads do not survive ``fork()``, and spawning works the same on CPython and PyPy.
-  A worker inherits the listening socket and the write end of a pipe on which it writes one line
-  once it is serving (lifespan started, accepting).
-- All workers accept on the one inherited socket; we do not bind one ``SO_REUSEPORT`` socket per
-  worker.  Measured with ``wrk -t2 -c128 -d5s`` against 2 workers on 2 cores (plain-text app):
-  the shared socket served about as many requests per second as SO_REUSEPORT (within the
-  run-to-run noise), and it is the only one of the two that loses nothing when a worker stops:
-  connections waiting in a SO_REUSEPORT socket's own queue are reset when that worker closes it,
-  while on a shared socket they simply wait for another worker (SIGHUP, --limit-max-requests,
-  crashes).  ``--uds`` and ``--fd`` (and systemd socket activation) share the socket anyway.
+  A worker inherits its listening socket and the write end of a pipe on which it writes
+  ``ready`` once it is serving (lifespan started, accepting) and ``recycle`` when it reaches
+  ``--limit-max-requests``.
+- TCP: one ``SO_REUSEPORT`` socket per worker *slot*, all bound to the address; the supervisor
+  keeps every slot's socket open and hands it to the slot's worker, and to its replacement.
+  Measured with ``wrk -t2 -c128 -d5s`` against 2 workers on 2 cores (plain-text app, release
+  build, 5 alternating runs on a busy machine): one shared socket gave 42k/97k/50k/41k/64k
+  requests/s (median 50k) because in 3 runs of 5 one worker accepted nearly all 128 connections
+  (the kernel wakes both; the worker whose tokio thread is already running wins the whole
+  burst); SO_REUSEPORT gave 89k/39k/63k/66k/83k (median 66k) with the CPU split evenly every
+  time.  A socket that stays open in the supervisor loses nothing when its worker stops
+  (SIGHUP, recycling, a crash): the kernel keeps queueing on it, and the next worker of the
+  slot (during SIGHUP and recycling, already serving) accepts from the same queue.  Only
+  SIGTTOU, which closes a slot, can reset connections queued on that slot's socket in the
+  instant between its worker's last accept and its close (the supervisor lets go of the socket
+  first, and the worker holds it only while it accepts).
+- ``--uds``, ``--fd`` and systemd socket activation: every worker shares the one socket.
 - A worker that dies is replaced at once.  A start fails when the worker exits before it is
   serving, or abnormally within ``START_WINDOW`` seconds of being started;
   ``MAX_FAILED_STARTS`` failed starts in a row stop the supervisor (exit code 3 when the workers
   failed lifespan startup, else 1).  With ``--reload`` there is no such limit: the supervisor waits
   for the next file change instead.
+- A worker at its request limit keeps serving until its replacement serves, then is stopped.
 - Signals: SIGTERM/SIGINT stop the workers gracefully and exit 0 (a second SIGINT kills them);
   SIGHUP replaces the workers one at a time (start a new one, wait until it is serving, then
-  stop an old one); SIGTTIN/SIGTTOU add/remove a worker.
+  stop the old one); SIGTTIN/SIGTTOU add/remove a worker.
 
-The loop is single-threaded: signals arrive as bytes on a pipe (``signal.set_wakeup_fd``), ready
-lines on the workers' pipes, file changes from the watcher thread as a zero byte on the same
+The loop is single-threaded: signals arrive as bytes on a pipe (``signal.set_wakeup_fd``), the
+workers' lines on their pipes, file changes from the watcher thread as a zero byte on the
 signal pipe; exits are found by polling the workers whenever the loop wakes (SIGCHLD wakes it).
 """
 
@@ -44,9 +53,9 @@ from collections.abc import Iterator
 from pathlib import PurePath
 from typing import Any, Callable
 
-from .config import Config, ConfigError
+from .config import Config, ConfigError, socket_kind
 from .server import EXIT_CONFIG_ERROR, EXIT_OK, EXIT_STARTUP_FAILED, log_listening
-from .worker import PAYLOAD_ENV, READY_LINE, encode_payload
+from .worker import PAYLOAD_ENV, READY_LINE, RECYCLE_LINE, encode_payload
 
 logger = logging.getLogger("ferrocorn.error")
 
@@ -82,17 +91,32 @@ def _describe_exit(code: int) -> str:
 
 
 class _Worker:
-    __slots__ = ("judged", "pid", "proc", "ready", "ready_fd", "replaces", "retiring", "started")
+    __slots__ = (
+        "for_sighup",
+        "judged",
+        "pid",
+        "pipe_fd",
+        "proc",
+        "ready",
+        "recycle",
+        "replaces",
+        "retiring",
+        "slot",
+        "started",
+    )
 
-    def __init__(self, proc: subprocess.Popen[bytes], ready_fd: int) -> None:
+    def __init__(self, proc: subprocess.Popen[bytes], pipe_fd: int, slot: int) -> None:
         self.proc = proc
         self.pid = proc.pid
-        self.ready_fd: int | None = ready_fd  # read end of its ready pipe until EOF
+        self.pipe_fd: int | None = pipe_fd  # read end of its pipe until EOF
+        self.slot = slot
         self.started = time.monotonic()
-        self.ready = False  # it wrote its ready line
+        self.ready = False  # it wrote "ready"
+        self.recycle = False  # it wrote "recycle": wants a replacement
         self.retiring = False  # asked to stop (SIGTERM sent)
         self.judged = False  # its start was counted as a success
-        self.replaces: _Worker | None = None  # the old worker it replaces (SIGHUP)
+        self.replaces: _Worker | None = None  # the worker it replaces once it serves
+        self.for_sighup = False  # ... as part of a SIGHUP restart
 
 
 class Supervisor:
@@ -101,7 +125,8 @@ class Supervisor:
         self.target = config.workers
         self.workers: list[_Worker] = []
         self.exit_code = EXIT_OK
-        self._sock: socket.socket | None = None
+        self._sockets: list[socket.socket] = []  # per slot; one shared socket if not _reuse_port
+        self._reuse_port = False
         self._payload = ""
         self._selector = selectors.DefaultSelector()
         self._wake_fd: int | None = None
@@ -110,7 +135,8 @@ class Supervisor:
         self._failed_starts = 0
         self._next_start = 0.0  # no start before this (after a failed start)
         self._roll_queue: list[_Worker] = []  # old workers SIGHUP still has to replace
-        self._roll_new: _Worker | None = None  # the replacement being started
+        self._rolling = False
+        self._replacement: _Worker | None = None  # the one being started to replace another
         self._reloader: _Reloader | None = None
         self._reload_at: float | None = None
         self._changes: set[str] = set()
@@ -128,9 +154,10 @@ class Supervisor:
             self._payload = self._make_payload()
             if config.reload:
                 self._reloader = _Reloader(config, self._wake)
-            self._sock = config.bind_socket()
+            self._bind()
         except ConfigError as exc:
             logger.error("%s", exc)
+            self._close_sockets()
             return EXIT_CONFIG_ERROR
         try:
             with self._signals():
@@ -144,7 +171,7 @@ class Supervisor:
             for worker in self.workers:  # only after an unexpected error
                 worker.proc.kill()
                 worker.proc.wait()
-            self._close_socket()
+            self._close_sockets()
             self._selector.close()
         return self.exit_code
 
@@ -160,10 +187,54 @@ class Supervisor:
         except Exception as exc:  # pickle raises several types; a log_config with objects...
             raise ConfigError(f"Could not pass the configuration to the workers: {exc}") from exc
 
+    def _bind(self) -> None:
+        config = self.config
+        wanted = config.fd is None and config.uds is None and hasattr(socket, "SO_REUSEPORT")
+        sock = config.bind_socket(reuse_port=wanted)
+        self._sockets.append(sock)
+        # Not for a socket systemd passed (bind_socket then set config.fd).
+        self._reuse_port = wanted and config.fd is None and socket_kind(sock) == "tcp"
+
+    def _socket_for(self, slot: int) -> socket.socket:
+        """The listening socket of ``slot`` (binding the slot's SO_REUSEPORT socket if new)."""
+        if not self._reuse_port:
+            return self._sockets[0]
+        while len(self._sockets) <= slot:
+            first = self._sockets[0]
+            sock = socket.socket(first.family, socket.SOCK_STREAM)
+            try:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+                sock.bind(first.getsockname())
+                sock.listen(self.config.backlog)
+                sock.setblocking(False)
+            except OSError:
+                sock.close()
+                raise
+            self._sockets.append(sock)
+        return self._sockets[slot]
+
+    def _close_sockets_beyond_target(self) -> None:
+        """After SIGTTOU: close the sockets of the slots that are gone.  Their worker holds
+        the socket only until it stops accepting, so the kernel stops queueing on it then."""
+        if self._reuse_port:
+            while len(self._sockets) > max(self.target, 1):
+                self._sockets.pop().close()
+
+    def _close_sockets(self) -> None:
+        path = None
+        if self._sockets and self.config.uds is not None:
+            path = self._sockets[0].getsockname()
+        for sock in self._sockets:
+            sock.close()
+        self._sockets.clear()
+        if path:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+
     def _log_started(self) -> None:
-        assert self._sock is not None
-        sock = self._sock
-        if sock.family == getattr(socket, "AF_UNIX", None):
+        sock = self._sockets[0]
+        if socket_kind(sock) == "unix":
             log_listening([(sock.getsockname(),)])
         else:
             log_listening([sock.getsockname()[:2]])
@@ -175,17 +246,12 @@ class Supervisor:
                 ", ".join(f"'{d}'" for d in self._reloader.dirs),
             )
         else:
-            logger.info("Started supervisor process [%d] with %d workers", os.getpid(), self.target)
-
-    def _close_socket(self) -> None:
-        if self._sock is None:
-            return
-        path = self._sock.getsockname() if self.config.uds is not None else None
-        self._sock.close()
-        self._sock = None
-        if path:
-            with contextlib.suppress(OSError):
-                os.unlink(path)
+            logger.info(
+                "Started supervisor process [%d] with %d workers (%s)",
+                os.getpid(),
+                self.target,
+                "a SO_REUSEPORT socket each" if self._reuse_port else "one shared socket",
+            )
 
     def _loop(self) -> None:
         while True:
@@ -193,7 +259,7 @@ class Supervisor:
                 if key.data is None:
                     self._read_signals(key.fd)
                 else:
-                    self._read_ready(key.data)
+                    self._read_pipe(key.data)
             self._reap()
             if self._stopping:
                 if not self.workers:
@@ -203,7 +269,7 @@ class Supervisor:
             now = time.monotonic()
             self._check_reload(now)
             self._judge_starts(now)
-            self._step_roll()
+            self._step_replacements(now)
             self._keep_count(now)
 
     def _timeout(self) -> float:
@@ -309,12 +375,16 @@ class Supervisor:
 
     # ------------------------------------------------------------------ workers
 
-    def _spawn(self) -> _Worker | None:
-        assert self._sock is not None
+    def _spawn(self, slot: int) -> _Worker | None:
+        try:
+            listen_fd = self._socket_for(slot).fileno()
+        except OSError as exc:
+            logger.error("Could not bind the socket of a new worker: %s", exc)
+            self._note_failed_start(EXIT_CONFIG_ERROR)
+            return None
         limit = self.config.limit_max_requests
         if limit is not None and self.config.limit_max_requests_jitter:
             limit += random.randint(0, self.config.limit_max_requests_jitter)
-        listen_fd = self._sock.fileno()
         read_fd, write_fd = os.pipe()
         argv = [
             sys.executable,
@@ -339,28 +409,33 @@ class Supervisor:
         finally:
             os.close(write_fd)
         os.set_blocking(read_fd, False)
-        worker = _Worker(proc, read_fd)
+        worker = _Worker(proc, read_fd, slot)
         self._selector.register(read_fd, selectors.EVENT_READ, worker)
         self.workers.append(worker)
         return worker
 
-    def _read_ready(self, worker: _Worker) -> None:
-        fd = worker.ready_fd
+    def _read_pipe(self, worker: _Worker) -> None:
+        fd = worker.pipe_fd
         if fd is None:
             return
         try:
-            data = os.read(fd, 64)
+            data = os.read(fd, 4096)
         except BlockingIOError:
             return
         except OSError:
             data = b""
-        if READY_LINE.strip() in data:
-            worker.ready = True
-        if not data:  # EOF: it wrote its line, or it exited
-            self._close_ready(worker)
+        if not data:  # EOF: the worker exited
+            self._close_pipe(worker)
+            return
+        for line in data.splitlines(keepends=True):
+            if line == READY_LINE:
+                worker.ready = True
+            elif line == RECYCLE_LINE and not worker.recycle:
+                worker.recycle = True
+                logger.info("Worker [%d] reached its request limit: replacing it.", worker.pid)
 
-    def _close_ready(self, worker: _Worker) -> None:
-        fd, worker.ready_fd = worker.ready_fd, None
+    def _close_pipe(self, worker: _Worker) -> None:
+        fd, worker.pipe_fd = worker.pipe_fd, None
         if fd is not None:
             with contextlib.suppress(KeyError, ValueError):
                 self._selector.unregister(fd)
@@ -376,9 +451,9 @@ class Supervisor:
             code = worker.proc.poll()
             if code is None:
                 continue
-            if worker.ready_fd is not None:
-                self._read_ready(worker)  # a ready line still in the pipe counts
-            self._close_ready(worker)
+            if worker.pipe_fd is not None:
+                self._read_pipe(worker)  # a line still in the pipe counts
+            self._close_pipe(worker)
             self.workers.remove(worker)
             self._on_exit(worker, code)
 
@@ -387,34 +462,46 @@ class Supervisor:
         for other in self.workers:
             if other.replaces is worker:
                 other.replaces = None
+        was_replacement = worker is self._replacement
+        if was_replacement:
+            self._replacement = None
         if worker.retiring or self._stopping:
             level = logging.INFO if code in (0, -signal.SIGTERM) else logging.WARNING
             logger.log(level, "Worker [%d] stopped: it %s.", worker.pid, how)
             return
-        if worker is self._roll_new:
-            self._roll_new = None
-            self._roll_queue.clear()
+        if was_replacement and not worker.ready:
+            if worker.for_sighup:
+                self._roll_queue.clear()
+                self._rolling = False
+                logger.error(
+                    "Worker [%d] %s before it was serving: SIGHUP restart abandoned, "
+                    "the other workers keep serving.",
+                    worker.pid,
+                    how,
+                )
+            else:
+                logger.error(
+                    "Worker [%d] %s before it was serving; the worker it replaces keeps serving.",
+                    worker.pid,
+                    how,
+                )
+            if not self.config.reload:  # with reload, the old workers serve until the next edit
+                self._note_failed_start(code)
+            return
+        if self.config.reload and not worker.ready:
             logger.error(
-                "Worker [%d] %s before it was serving: SIGHUP restart abandoned, "
-                "the other workers keep serving.",
+                "Worker [%d] %s before it was serving; waiting for file changes before restarting.",
                 worker.pid,
                 how,
             )
             self._note_failed_start(code)
             return
         lived = time.monotonic() - worker.started
-        if not worker.ready or (code != 0 and lived < START_WINDOW):
+        if not self.config.reload and (not worker.ready or (code != 0 and lived < START_WINDOW)):
             when = "before it was serving" if not worker.ready else f"{lived:.1f}s after start"
-            if self.config.reload:
-                logger.error(
-                    "Worker [%d] %s %s; waiting for file changes before restarting.",
-                    worker.pid,
-                    how,
-                    when,
-                )
-                self._wait_for_change = True
-                return
-            logger.error("Worker [%d] %s %s.", worker.pid, how, when)
+            last_try = self._failed_starts + 1 >= MAX_FAILED_STARTS
+            then = "" if last_try else "; starting a new one"
+            logger.error("Worker [%d] %s %s%s.", worker.pid, how, when, then)
             self._note_failed_start(code)
             return
         if code == 0:
@@ -424,6 +511,9 @@ class Supervisor:
             logger.warning("Worker [%d] %s; starting a new one.", worker.pid, how)
 
     def _note_failed_start(self, code: int) -> None:
+        if self.config.reload:
+            self._wait_for_change = True  # no crash-loop limit: the next edit retries
+            return
         self._failed_starts += 1
         if self._failed_starts >= MAX_FAILED_STARTS:
             if code == EXIT_STARTUP_FAILED:
@@ -449,58 +539,66 @@ class Supervisor:
                 self._failed_starts = 0
 
     def _keep_count(self, now: float) -> None:
-        """Start or stop workers so that ``target`` of them serve (one more during SIGHUP)."""
+        """Start a worker for every slot below ``target`` that has none, stop the workers of
+        slots beyond it (SIGTTOU)."""
         if self._wait_for_change:
             return
         if self.config.reload and any(w.retiring for w in self.workers):
             return  # reloading: the old code stops before the new one starts
         active = [w for w in self.workers if not w.retiring]
-        surplus = 1 if self._roll_new is not None and self._roll_new.replaces is not None else 0
-        missing = self.target - (len(active) - surplus)
-        if missing > 0:
-            if now < self._next_start:
-                return
-            for _ in range(missing):
-                if self._spawn() is None:
-                    return
-        elif missing < 0:
-            busy = {id(w) for w in self._roll_queue}
-            if self._roll_new is not None:
-                busy.update((id(self._roll_new), id(self._roll_new.replaces)))
-            extra = [w for w in active if id(w) not in busy][:-missing]
-            for worker in extra:
+        for worker in active:
+            if worker.slot >= self.target:
                 logger.info("Stopping worker [%d].", worker.pid)
                 self._terminate(worker)
+        self._close_sockets_beyond_target()
+        filled = {w.slot for w in active}
+        if now < self._next_start:
+            return
+        for slot in range(self.target):
+            if slot not in filled and self._spawn(slot) is None:
+                return
 
-    # ------------------------------------------------------------------ SIGHUP
+    # ------------------------------------------------------------------ replacing workers
 
     def _begin_roll(self) -> None:
-        olds = [w for w in self.workers if not w.retiring and w is not self._roll_new]
+        olds = [w for w in self.workers if not w.retiring and w is not self._replacement]
         logger.info("Received SIGHUP: replacing %d worker(s) one at a time.", len(olds))
         self._roll_queue = olds
+        self._rolling = True
         self._wait_for_change = False
 
-    def _step_roll(self) -> None:
-        new = self._roll_new
+    def _step_replacements(self, now: float) -> None:
+        """One replacement at a time (SIGHUP first, then workers at their request limit):
+        start the new worker in the old one's slot; once it serves, stop the old one."""
+        new = self._replacement
         if new is not None:
             if not new.ready:
                 return
-            self._roll_new = None
+            self._replacement = None
             old, new.replaces = new.replaces, None
             if old is not None and old in self.workers and not old.retiring:
                 logger.info("Worker [%d] is serving: stopping worker [%d].", new.pid, old.pid)
                 self._terminate(old)
-            if not self._roll_queue:
-                logger.info("All workers replaced.")
-        while self._roll_queue and self._roll_new is None:
-            old = self._roll_queue.pop(0)
-            if old in self.workers and not old.retiring:
-                new = self._spawn()
-                if new is None:
-                    self._roll_queue.clear()
+        if self._rolling and not self._roll_queue:
+            self._rolling = False
+            logger.info("All workers replaced.")
+        if self._wait_for_change or now < self._next_start:
+            return
+        while self._replacement is None:
+            if self._roll_queue:
+                old, for_sighup = self._roll_queue.pop(0), True
+            else:
+                wanting = [w for w in self.workers if w.recycle and not w.retiring]
+                if not wanting:
                     return
-                new.replaces = old
-                self._roll_new = new
+                old, for_sighup = wanting[0], False
+            if old not in self.workers or old.retiring:
+                continue
+            new = self._spawn(old.slot)
+            if new is None:
+                return
+            new.replaces, new.for_sighup = old, for_sighup
+            self._replacement = new
 
     # ------------------------------------------------------------------ reload
 
@@ -522,7 +620,7 @@ class Supervisor:
         self._wait_for_change = False
         self._failed_starts = 0
         self._roll_queue.clear()
-        self._roll_new = None
+        self._rolling = False
         for worker in self.workers:
             if not worker.retiring:
                 self._terminate(worker)

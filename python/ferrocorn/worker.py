@@ -3,8 +3,9 @@
 Not a public entry point: the supervisor (supervisor.py) starts it with the listening socket on
 fd ``N``, the write end of a pipe on fd ``M`` and the configuration in an environment variable.
 The worker serves like the single-process server, except that it logs ``Started worker [pid]``
-instead of the address, writes one line on the pipe once it is serving, and stops by itself
-when the supervisor goes away.
+instead of the address, writes ``ready`` on the pipe once it is serving, asks for a replacement
+(``recycle``) instead of exiting when it reaches ``--limit-max-requests`` (the supervisor stops
+it once the replacement serves), and stops by itself when the supervisor goes away.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ logger = logging.getLogger("ferrocorn.error")
 # The pickled worker payload (see encode_payload); read and removed from the environment at once.
 PAYLOAD_ENV = "_FERROCORN_WORKER"
 READY_LINE = b"ready\n"
+RECYCLE_LINE = b"recycle\n"
 _PARENT_CHECK_INTERVAL = 0.5
 
 
@@ -44,24 +46,52 @@ def _decode_payload(value: str) -> dict[str, Any]:
 
 
 class WorkerServer(Server):
-    """A ``Server`` that reports readiness to the supervisor instead of printing the address
-    (the supervisor printed it once)."""
+    """A ``Server`` that talks to the supervisor through a pipe instead of printing the address
+    (the supervisor printed it once) and of exiting at the request limit."""
 
-    def __init__(self, config: Config, ready_fd: int | None) -> None:
+    def __init__(self, config: Config, pipe_fd: int | None, listen_fd: int | None = None) -> None:
         super().__init__(config)
-        self._ready_fd = ready_fd
+        self._pipe_fd = pipe_fd
+        self._listen_fd = listen_fd
+        self._recycle_asked = False
+
+    def _tell_supervisor(self, line: bytes) -> bool:
+        """Write ``line`` on the pipe; False when the supervisor cannot hear it."""
+        if self._pipe_fd is None:
+            return False
+        try:
+            os.write(self._pipe_fd, line)
+        except OSError:  # the supervisor is gone; _watch_parent stops this worker
+            os.close(self._pipe_fd)
+            self._pipe_fd = None
+            return False
+        return True
 
     def _log_started(self) -> None:
-        logger.info("Started worker [%d]", os.getpid())
-        fd, self._ready_fd = self._ready_fd, None
-        if fd is None:
-            return
-        try:
-            os.write(fd, READY_LINE)
-        except OSError:
-            pass  # the supervisor is gone; _watch_parent stops this worker
-        finally:
+        # Serving: the core has its own descriptor of the socket.  Close the inherited one, so
+        # that the socket leaves this process as soon as the core stops accepting.
+        fd, self._listen_fd = self._listen_fd, None
+        if fd is not None:
             os.close(fd)
+        logger.info("Started worker [%d]", os.getpid())
+        self._tell_supervisor(READY_LINE)
+
+    def _max_requests_reached(self) -> bool:
+        if self._recycle_asked:
+            return False  # serving on until the supervisor stops this worker
+        limit = self.config.limit_max_requests
+        core = self._core
+        if limit is None or core is None or core.total_requests() < limit:
+            return False
+        if not self._tell_supervisor(RECYCLE_LINE):
+            return super()._max_requests_reached()  # nobody to ask: exit like a lone server
+        self._recycle_asked = True
+        logger.info(
+            "Maximum request limit of %d reached; worker [%d] serves until its replacement does.",
+            limit,
+            os.getpid(),
+        )
+        return False
 
 
 def _watch_parent(supervisor_pid: int) -> None:
@@ -112,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         logger.error("%s", exc)
         return EXIT_CONFIG_ERROR
-    server = WorkerServer(config, args.ready_fd)
+    server = WorkerServer(config, args.ready_fd, args.fd)
     threading.Thread(
         target=_watch_parent,
         args=(payload["supervisor_pid"],),

@@ -1,0 +1,98 @@
+"""Falcon (ASGI) app for the framework matrix (routes: see _shared.py)."""
+
+import hashlib
+
+import falcon
+import falcon.asgi
+
+from tests.frameworks import _shared
+
+NAME = "falcon"
+
+
+class Lifespan:
+    """Falcon runs lifespan through middleware; the value goes into the ASGI lifespan state."""
+
+    async def process_startup(self, scope, event):
+        scope["state"]["startup_value"] = _shared.startup_value()
+
+    async def process_shutdown(self, scope, event):
+        _shared.record_shutdown(NAME)
+
+
+class Plain:
+    async def on_get(self, req, resp):
+        resp.content_type = falcon.MEDIA_TEXT
+        resp.text = _shared.PLAIN_TEXT % NAME
+
+
+class Json:
+    async def on_get(self, req, resp):
+        resp.media = _shared.json_doc(NAME)
+
+
+class Echo:
+    async def on_post(self, req, resp):
+        body = await req.stream.read()
+        resp.content_type = "application/octet-stream"
+        resp.set_header("x-echo-sha256", hashlib.sha256(body).hexdigest())
+        resp.data = body
+
+
+class StreamRoute:
+    async def on_get(self, req, resp):
+        chunks = req.get_param_as_int("chunks", default=4)
+        size = req.get_param_as_int("size", default=1024)
+        resp.content_type = "application/octet-stream"
+        resp.stream = _shared.stream_chunks(chunks, size)
+
+
+class Sse:
+    async def on_get(self, req, resp):
+        n = req.get_param_as_int("n", default=100)
+
+        async def events():
+            for i in range(n):
+                yield falcon.asgi.SSEvent(data=_shared.sse_text(NAME, i).encode(),
+                                          event="tick", event_id=str(i))
+                await _shared.anyio.sleep(_shared.SSE_INTERVAL)
+
+        resp.sse = events()
+
+
+class State:
+    async def on_get(self, req, resp):
+        resp.content_type = falcon.MEDIA_TEXT
+        resp.text = req.scope["state"]["startup_value"]
+
+
+class Error:
+    async def on_get(self, req, resp):
+        raise RuntimeError("falcon app error route")
+
+
+class Timeout:
+    async def on_get(self, req, resp):
+        status, text = await _shared.timeout_probe()
+        resp.status = status
+        resp.content_type = falcon.MEDIA_TEXT
+        resp.text = text
+
+
+class Disconnect:
+    async def on_get(self, req, resp):
+        resp.content_type = falcon.MEDIA_TEXT
+        resp.stream = _shared.ClosingStream(
+            _shared.disconnect_stream(req.get_param("id", required=True), NAME))
+
+
+app = falcon.asgi.App(middleware=[Lifespan()])
+app.add_route("/plain", Plain())
+app.add_route("/json", Json())
+app.add_route("/echo", Echo())
+app.add_route("/stream", StreamRoute())
+app.add_route("/sse", Sse())
+app.add_route("/state", State())
+app.add_route("/error", Error())
+app.add_route("/timeout", Timeout())
+app.add_route("/disconnect", Disconnect())

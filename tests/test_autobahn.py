@@ -1,0 +1,124 @@
+"""Autobahn TestSuite cases (via ``kosoku`` in fuzzingclient mode) against an echo app.
+
+kosoku is found through ``$FERROCORN_KOSOKU``, ``PATH`` or next to ``sys.executable``. It only
+installs on CPython >= 3.10: when it is missing the tests are skipped under PyPy (and CPython
+< 3.10) and FAIL under CPython >= 3.10 (where tests/requirements.txt installs it).
+
+Sections 1-7 and 10 must have no FAILED case (behavior or behaviorClose); 12.1.* and 13.1.*
+(permessage-deflate, which ferrocorn does not negotiate) may only be OK, UNIMPLEMENTED,
+NON-STRICT or INFORMATIONAL. Section 9 (performance) runs only with ``FERROCORN_SLOW=1``.
+"""
+
+import collections
+import glob
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+
+import pytest
+
+from tests.helpers import start_server
+
+ECHO_APP = "tests.apps.ws_echo:app"
+CORE_SECTIONS = ["1.*", "2.*", "3.*", "4.*", "5.*", "6.*", "7.*", "10.*"]
+COMPRESSION_SECTIONS = ["12.1.*", "13.1.*"]
+ACCEPTABLE = {"OK", "NON-STRICT", "INFORMATIONAL"}
+ACCEPTABLE_COMPRESSION = ACCEPTABLE | {"UNIMPLEMENTED"}
+
+
+def find_kosoku():
+    candidates = [
+        os.environ.get("FERROCORN_KOSOKU"),
+        shutil.which("kosoku"),
+        os.path.join(os.path.dirname(os.path.abspath(sys.executable)), "kosoku"),
+    ]
+    for path in candidates:
+        if path and os.path.isfile(path) and os.access(path, os.X_OK):
+            return path
+    return None
+
+
+@pytest.fixture(scope="module")
+def kosoku():
+    path = find_kosoku()
+    if path is None:
+        if platform.python_implementation() == "PyPy" or sys.version_info < (3, 10):
+            pytest.skip("kosoku only installs on CPython >= 3.10")
+        pytest.fail("kosoku not found: set FERROCORN_KOSOKU or "
+                    "pip install -r tests/requirements.txt")
+    return path
+
+
+@pytest.fixture(scope="module")
+def echo_server():
+    with start_server(ECHO_APP, "--no-access-log") as s:
+        yield s
+
+
+def run_cases(kosoku, server, patterns, outdir, timeout):
+    argv = [kosoku, "-m", "fuzzingclient", "-p", "1", "-o", str(outdir)]
+    for pattern in patterns:
+        argv += ["-i", pattern]
+    argv.append("127.0.0.1:%d" % server.port)
+    # kosoku exits non-zero when any case is not OK (UNIMPLEMENTED counts): judge by the reports.
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                          timeout=timeout)
+    output = proc.stdout.decode("utf-8", "replace")
+    results = {}
+    for path in glob.glob(os.path.join(str(outdir), "*_case_*.json")):
+        with open(path) as f:
+            case = json.load(f)
+        results[case["id"]] = (case["behavior"], case["behaviorClose"])
+    assert results, "kosoku produced no case reports (exit %s):\n%s" % (proc.returncode,
+                                                                          output[-3000:])
+    assert server.proc.poll() is None, "the server died:\n" + server.output()[-3000:]
+    return results, output
+
+
+def summarize(results):
+    behavior = collections.Counter(b for b, _ in results.values())
+    close = collections.Counter(c for _, c in results.values())
+    return "%d cases; behavior %s; behaviorClose %s" % (
+        len(results), dict(sorted(behavior.items())), dict(sorted(close.items())))
+
+
+def bad_cases(results, allowed):
+    return sorted(
+        (case, b, c) for case, (b, c) in results.items() if b not in allowed or c not in allowed
+    )
+
+
+def report(capsys, title, results):
+    with capsys.disabled():
+        sys.stdout.write("\n[autobahn] %s: %s\n" % (title, summarize(results)))
+
+
+def test_autobahn_core_sections(kosoku, echo_server, tmp_path, capsys):
+    results, output = run_cases(kosoku, echo_server, CORE_SECTIONS, tmp_path, timeout=600)
+    report(capsys, "sections 1-7, 10", results)
+    sections = {case.split(".")[0] for case in results}
+    assert sections == {"1", "2", "3", "4", "5", "6", "7", "10"}, sorted(sections)
+    assert len(results) > 200, summarize(results)
+    bad = bad_cases(results, ACCEPTABLE)
+    assert not bad, "%d bad cases, e.g. %r\n%s" % (len(bad), bad[:10], output[-3000:])
+
+
+def test_autobahn_compression_sections(kosoku, echo_server, tmp_path, capsys):
+    results, output = run_cases(kosoku, echo_server, COMPRESSION_SECTIONS, tmp_path, timeout=600)
+    report(capsys, "sections 12.1, 13.1 (compression, not negotiated)", results)
+    assert {case.split(".")[0] for case in results} == {"12", "13"}
+    bad = bad_cases(results, ACCEPTABLE_COMPRESSION)
+    assert not bad, "%d bad cases, e.g. %r\n%s" % (len(bad), bad[:10], output[-3000:])
+
+
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(os.environ.get("FERROCORN_SLOW") != "1",
+                    reason="section 9 (performance cases) runs with FERROCORN_SLOW=1")
+def test_autobahn_section_9(kosoku, echo_server, tmp_path, capsys):
+    results, output = run_cases(kosoku, echo_server, ["9.*"], tmp_path, timeout=840)
+    report(capsys, "section 9", results)
+    bad = bad_cases(results, ACCEPTABLE)
+    assert not bad, "%d bad cases, e.g. %r\n%s" % (len(bad), bad[:10], output[-3000:])
