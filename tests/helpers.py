@@ -13,7 +13,6 @@ import subprocess
 import sys
 import threading
 import time
-from typing import List, Optional, Tuple
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERVER_PYTHON = os.environ.get("FERROCORN_TEST_PYTHON") or sys.executable
@@ -215,7 +214,7 @@ def run_ferrocorn(*args, env=None, timeout=30.0, python=None):
     argv = [python or SERVER_PYTHON, "-m", "ferrocorn"] + list(args)
     return subprocess.run(
         argv, cwd=REPO_ROOT, env=server_env(env), stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, timeout=timeout,
+        capture_output=True, timeout=timeout,
     )
 
 
@@ -389,7 +388,7 @@ class RawConnection:
             except IncompleteResponse:
                 resp.body = bytes(body) + bytes(self.buf)
                 resp.complete = False
-                raise IncompleteResponse("chunked body not terminated", resp)
+                raise IncompleteResponse("chunked body not terminated", resp) from None
             resp.body = bytes(body)
             return resp
         if cl is not None:
@@ -399,7 +398,7 @@ class RawConnection:
             except IncompleteResponse as exc:
                 resp.body = exc.partial
                 resp.complete = False
-                raise IncompleteResponse("content-length body truncated", resp)
+                raise IncompleteResponse("content-length body truncated", resp) from None
             return resp
         resp.framing = "close"
         resp.body = self.read_until_eof()

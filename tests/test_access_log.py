@@ -55,7 +55,7 @@ def test_no_access_log():
     with start_server("tests.apps.basic:app", "--no-access-log") as server:
         marker = uuid.uuid4().hex
         with httpx.Client(base_url=server.url, timeout=10) as client:
-            for i in range(3):
+            for _i in range(3):
                 assert client.get("/hello", params={"m": marker}).status_code == 200
         time.sleep(1.0)  # an access line (wrongly) written would have appeared by now
         out = server.output()

@@ -9,8 +9,8 @@ import httpx
 import pytest
 
 from tests.helpers import (
-    RawConnection,
     SERVER_PYTHON,
+    RawConnection,
     find_console_script,
     request_bytes,
     run_ferrocorn,

@@ -174,7 +174,7 @@ def test_body_shorter_than_content_length_is_aborted(server):
         except IncompleteResponse as exc:
             resp = exc.partial
         except socket.timeout:
-            raise AssertionError("server kept the connection open with a short body")
+            raise AssertionError("server kept the connection open with a short body") from None
         # acceptable: nothing at all (closed/reset), a truncated 200, or a 500
         if resp is not None and resp.status == 200:
             assert not resp.complete, resp

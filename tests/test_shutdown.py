@@ -86,7 +86,7 @@ def test_graceful_timeout_bounds_shutdown(tmp_path):
             server.wait(timeout=15)  # liveness bound, not a performance threshold
         except Exception:
             raise AssertionError("server still running 15 s after SIGTERM with "
-                                 "--timeout-graceful-shutdown 1:\n" + server.output())
+                                 "--timeout-graceful-shutdown 1:\n" + server.output()) from None
         thread.join(15)
         assert results.get("status") != 200, results
     finally:

@@ -14,6 +14,10 @@ async def app(scope, receive, send):
                 f.write("called with %s\n" % scope["type"])
         raise RuntimeError("no-lifespan-app only speaks http, got %r" % scope["type"])
     await send(
-        {"type": "http.response.start", "status": 200, "headers": [(b"content-type", b"text/plain")]}
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"text/plain")],
+        }
     )
     await send({"type": "http.response.body", "body": b"no-lifespan-app ok"})
