@@ -55,6 +55,9 @@ pub struct Core {
     app: Py<PyAny>,
     event_loop: Py<PyAny>,
     run_asgi: Py<PyAny>,
+    /// The (app, wrapper) pair that applies proxy headers, used only for requests that carry
+    /// a forwarding header (so the rest pay nothing for `--proxy-headers`).
+    forwarded: Option<(Py<PyAny>, Py<PyAny>)>,
     spawner: TaskSpawner,
     scope: ScopeFactory,
     ctx: Arc<LoopCtx>,
@@ -82,6 +85,15 @@ fn extra_headers(
         out.push((name, value));
     }
     Ok(out)
+}
+
+/// `Forwarded` or any `X-Forwarded-*` header. One pass over the names (requests carry few)
+/// is cheaper than five hash lookups.
+fn has_forwarding_header(headers: &http::HeaderMap) -> bool {
+    headers.keys().any(|name| {
+        let name = name.as_str().as_bytes();
+        name == b"forwarded" || name.starts_with(b"x-forwarded-")
+    })
 }
 
 /// A timeout in seconds from Python: None or 0 disables it.
@@ -124,16 +136,25 @@ impl Core {
             HttpProtocol::new(req.exchange.clone(), self.ctx.clone(), line),
         )?;
         let started = self.scope.build(py, &req).and_then(|scope| {
-            let coro = self
-                .run_asgi
+            let (app, run_asgi) = self.pick_app(&req.head.headers);
+            let coro = run_asgi
                 .bind(py)
-                .call1((self.app.bind(py), scope, proto.clone()))?;
+                .call1((app.bind(py), scope, proto.clone()))?;
             self.spawner.spawn(py, coro)
         });
         if started.is_err() {
             proto.get().fail_internal();
         }
         started
+    }
+
+    /// The plain pair, or the proxy-headers pair when the request carries a forwarding
+    /// header.
+    fn pick_app(&self, headers: &http::HeaderMap) -> (&Py<PyAny>, &Py<PyAny>) {
+        match &self.forwarded {
+            Some((app, run_asgi)) if has_forwarding_header(headers) => (app, run_asgi),
+            _ => (&self.app, &self.run_asgi),
+        }
     }
 
     fn dispatch_websocket(&self, py: Python<'_>, req: PendingWebSocket) -> PyResult<()> {
@@ -147,10 +168,10 @@ impl Core {
             ),
         )?;
         let started = self.scope.build_websocket(py, &req).and_then(|scope| {
-            let coro = self
-                .run_asgi
+            let (app, run_asgi) = self.pick_app(&req.head.headers);
+            let coro = run_asgi
                 .bind(py)
-                .call1((self.app.bind(py), scope, proto.clone()))?;
+                .call1((app.bind(py), scope, proto.clone()))?;
             self.spawner.spawn(py, coro)
         });
         if started.is_err() {
@@ -177,7 +198,7 @@ impl Core {
 impl Core {
     #[new]
     #[pyo3(signature = (
-        app, event_loop, run_asgi, *, state=None, root_path="", server_header=true,
+        app, event_loop, run_asgi, *, forwarded_app=None, forwarded_run_asgi=None, state=None, root_path="", server_header=true,
         date_header=true, headers=None, http1_max_header_size=65536, http1_max_headers=100,
         body_preread_limit=65536, header_read_timeout=Some(30.0), keep_alive=true,
         keep_alive_timeout=Some(5.0), limit_concurrency=None, runtime_threads=1,
@@ -194,6 +215,8 @@ impl Core {
         app: Py<PyAny>,
         event_loop: Py<PyAny>,
         run_asgi: Py<PyAny>,
+        forwarded_app: Option<Py<PyAny>>,
+        forwarded_run_asgi: Option<Py<PyAny>>,
         state: Option<Py<PyDict>>,
         root_path: &str,
         server_header: bool,
@@ -316,6 +339,7 @@ impl Core {
             app,
             event_loop,
             run_asgi,
+            forwarded: forwarded_app.zip(forwarded_run_asgi),
             spawner,
             scope: ScopeFactory::new(py, root_path, state)?,
             ctx,

@@ -64,6 +64,8 @@ class Core:
         loop: asyncio.AbstractEventLoop,
         run_asgi: Callable[[Any, dict[str, Any], HttpProtocol], Awaitable[None]],
         *,
+        forwarded_app: Callable[..., Awaitable[None]] | None = None,
+        forwarded_run_asgi: Callable[[Any, dict[str, Any], Any], Awaitable[None]] | None = None,
         state: dict[str, Any] | None = None,
         root_path: str = "",
         server_header: bool = True,

@@ -104,23 +104,30 @@ class Server:
                     f"{config.metrics_host}:{config.metrics_port}: {exc}"
                 ) from exc
             self._metrics_server = MetricsServer(RequestMetrics(), metrics_sock, self._connections)
-        # The task wrapper (and the proxy-headers middleware) for the features that are on.
-        app, run_asgi = select_wrapper(
-            config.loaded_app,
-            access_log=config.access_log,
-            log_format=config.compiled_access_log_format,
-            proxy=(
-                ProxyHeadersMiddleware(config.loaded_app, config.trusted_hosts)
-                if config.proxy_headers
-                else None
-            ),
-            metrics=self._metrics_server.metrics if self._metrics_server is not None else None,
-        )
+        # The task wrapper for the features that are on. With proxy headers, a second pair that
+        # applies them: the core picks it only for requests that carry a forwarding header, so
+        # the others pay nothing for the feature.
+        metrics = self._metrics_server.metrics if self._metrics_server is not None else None
+        wrapper_options = {
+            "access_log": config.access_log,
+            "log_format": config.compiled_access_log_format,
+            "metrics": metrics,
+        }
+        app, run_asgi = select_wrapper(config.loaded_app, **wrapper_options)
+        forwarded_app = forwarded_run_asgi = None
+        if config.proxy_headers:
+            forwarded_app, forwarded_run_asgi = select_wrapper(
+                config.loaded_app,
+                proxy=ProxyHeadersMiddleware(config.loaded_app, config.trusted_hosts),
+                **wrapper_options,
+            )
         loop = asyncio.get_running_loop()
         core = Core(
             app,
             loop,
             run_asgi,
+            forwarded_app=forwarded_app,
+            forwarded_run_asgi=forwarded_run_asgi,
             state=state,
             root_path=config.root_path,
             server_header=config.server_header,

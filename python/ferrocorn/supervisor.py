@@ -9,13 +9,15 @@ socket and runs worker processes that serve it.
 - TCP: one ``SO_REUSEPORT`` socket per worker *slot*, all bound to the address; the supervisor
   keeps every slot's socket open and hands it to the slot's worker, and to its replacement.
   Measured with ``wrk -t2 -c128 -d5s`` against 2 workers on 2 cores (plain-text app, release
-  build, 5 alternating runs on a busy machine): one shared socket gave 42k/97k/50k/41k/64k
-  requests/s (median 50k) because in 3 runs of 5 one worker accepted nearly all 128 connections
-  (the kernel wakes both; the worker whose tokio thread is already running wins the whole
-  burst); SO_REUSEPORT gave 89k/39k/63k/66k/83k (median 66k) with the CPU split evenly every
-  time.  A socket that stays open in the supervisor loses nothing when its worker stops
-  (SIGHUP, recycling, a crash): the kernel keeps queueing on it, and the next worker of the
-  slot (during SIGHUP and recycling, already serving) accepts from the same queue.  Only
+  build, 6 alternating runs on a busy machine): one shared socket (``--fd``) gave
+  48k/54k/35k/50k/50k/43k requests/s (median 49k; the kernel wakes every worker, and the one
+  whose tokio thread is already running takes the burst: in one run a worker accepted nearly
+  all 128 connections), SO_REUSEPORT sockets 59k/58k/55k/59k/52k/56k (median 57k, the CPU split
+  evenly every time).  A socket that stays open in the supervisor loses nothing when its
+  worker stops (SIGHUP, recycling, a crash): the kernel keeps queueing on it, and the next
+  worker of the slot (during SIGHUP and recycling, already serving) accepts from the same
+  queue; after a crash, though, connections hashed to that slot wait until the new worker
+  serves, where a shared socket would give them to another worker.  Only
   SIGTTOU, which closes a slot, can reset connections queued on that slot's socket in the
   instant between its worker's last accept and its close (the supervisor lets go of the socket
   first, and the worker holds it only while it accepts).
