@@ -135,17 +135,25 @@ impl Core {
             py,
             HttpProtocol::new(req.exchange.clone(), self.ctx.clone(), line),
         )?;
-        let started = self.scope.build(py, &req).and_then(|scope| {
-            let (app, run_asgi) = self.pick_app(&req.head.headers);
-            let coro = run_asgi
-                .bind(py)
-                .call1((app.bind(py), scope, proto.clone()))?;
-            self.spawner.spawn(py, coro)
-        });
+        let scope = self.scope.build(py, &req);
+        let started = self.start_app(py, scope, &req.head.headers, proto.as_any());
         if started.is_err() {
             proto.get().fail_internal();
         }
         started
+    }
+
+    /// Create the app coroutine inside its task wrapper and start it as a task.
+    fn start_app(
+        &self,
+        py: Python<'_>,
+        scope: PyResult<Bound<'_, PyDict>>,
+        headers: &http::HeaderMap,
+        proto: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let (app, run_asgi) = self.pick_app(headers);
+        let coro = run_asgi.bind(py).call1((app.bind(py), scope?, proto))?;
+        self.spawner.spawn(py, coro)
     }
 
     /// The plain pair, or the proxy-headers pair when the request carries a forwarding
@@ -167,13 +175,8 @@ impl Core {
                 req.conn.peer,
             ),
         )?;
-        let started = self.scope.build_websocket(py, &req).and_then(|scope| {
-            let (app, run_asgi) = self.pick_app(&req.head.headers);
-            let coro = run_asgi
-                .bind(py)
-                .call1((app.bind(py), scope, proto.clone()))?;
-            self.spawner.spawn(py, coro)
-        });
+        let scope = self.scope.build_websocket(py, &req);
+        let started = self.start_app(py, scope, &req.head.headers, proto.as_any());
         if started.is_err() {
             proto.get().fail_internal();
         }

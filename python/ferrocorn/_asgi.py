@@ -33,17 +33,7 @@ async def run_asgi(app: Any, scope: dict, proto: Any) -> None:
 
 
 async def run_asgi_with_access_log(app: Any, scope: dict, proto: Any) -> None:
-    try:
-        await app(scope, proto.receive, proto.send)
-    except _CancelledError:
-        proto.fail(None)
-    except BaseException as exc:
-        if proto.fail(exc):
-            error_logger.error("Exception in ASGI application", exc_info=exc)
-    else:
-        fault = proto.complete()
-        if fault is not None:
-            error_logger.error(fault)
+    await run_asgi(app, scope, proto)
     client, method, path, version, status, _, _ = proto.access_info()
     access_logger.info('%s - "%s %s HTTP/%s" %d', client, method, path, version, status)
 
