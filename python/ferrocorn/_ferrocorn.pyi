@@ -17,7 +17,19 @@ class HttpProtocol:
     """One HTTP request/response exchange; created by the core, never by users."""
 
     def receive(self) -> Awaitable[dict[str, Any]]: ...
-    def send(self, message: dict[str, Any]) -> Awaitable[None]: ...
+    def send(self, message: dict[str, Any]) -> Awaitable[None]:
+        """``http.response.start`` / ``http.response.body`` / ``http.response.trailers``.
+
+        ``trailers: True`` on the start (a bool, else ``TypeError``) makes the response end
+        with ``http.response.trailers`` (``more_trailers`` accumulates) instead of the last
+        body message.  Trailers go out only on HTTP/2, where the scope advertises
+        ``extensions["http.response.trailers"]``; elsewhere (HTTP/1.x, HEAD, 204, 304) they are
+        accepted and dropped.  ``RuntimeError`` for trailers that were not promised or that
+        come before the last body message; ``ValueError`` for pseudo-headers and fields not
+        allowed in trailers (content-length, transfer-encoding, host, connection, te, ...).
+        An app that returns without the promised trailers gets its body ended without them
+        (and a logged fault); one that raises instead gets its HTTP/2 stream reset.
+        """
     def complete(self) -> str | None:
         """Called when the app returned; a str names a protocol fault to log."""
     def fail(self, exc: BaseException) -> bool:

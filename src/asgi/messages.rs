@@ -208,3 +208,66 @@ pub fn body_bytes(obj: &Bound<'_, PyAny>, key: &str) -> PyResult<Bytes> {
         type_name(obj)
     )))
 }
+
+/// `trailers` of `http.response.start`: a bool (default False). A truthy non-bool is refused
+/// because it changes how the response ends, so a typo must not pass silently.
+pub fn parse_trailers_flag(message: &Bound<'_, PyDict>) -> PyResult<bool> {
+    let py = message.py();
+    match message.get_item(intern!(py, "trailers"))? {
+        None => Ok(false),
+        Some(t) => match t.downcast::<PyBool>() {
+            Ok(b) => Ok(b.is_true()),
+            Err(_) => Err(PyTypeError::new_err(format!(
+                "'trailers' must be a bool, got {}",
+                type_name(&t)
+            ))),
+        },
+    }
+}
+
+/// Fields that must not appear in trailers: framing, routing, connection-specific and
+/// processing fields a recipient has to know before the body (RFC 9110 §6.5.1). hyper's own
+/// HTTP/1 list plus the hop-by-hop fields HTTP/2 forbids outright (RFC 9113 §8.2.2).
+const FORBIDDEN_TRAILERS: &[&str] = &[
+    "authorization",
+    "cache-control",
+    "connection",
+    "content-encoding",
+    "content-length",
+    "content-range",
+    "content-type",
+    "host",
+    "keep-alive",
+    "max-forwards",
+    "proxy-connection",
+    "set-cookie",
+    "te",
+    "trailer",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// `http.response.trailers`: its validated `headers` and `more_trailers` (truthy, like
+/// `more_body`).
+pub fn parse_response_trailers(message: &Bound<'_, PyDict>) -> PyResult<(HeaderMap, bool)> {
+    let py = message.py();
+    let headers = match message.get_item(intern!(py, "headers"))? {
+        None => HeaderMap::new(),
+        Some(h) => parse_headers(&h, "headers")?,
+    };
+    // parse_headers already refuses pseudo-headers (':' is not a token character).
+    if let Some(name) = headers
+        .keys()
+        .find(|n| FORBIDDEN_TRAILERS.contains(&n.as_str()))
+    {
+        return Err(PyValueError::new_err(format!(
+            "'headers' of 'http.response.trailers' has {:?}, which is not allowed in trailers",
+            name.as_str()
+        )));
+    }
+    let more_trailers = match message.get_item(intern!(py, "more_trailers"))? {
+        None => false,
+        Some(m) => m.is_truthy()?,
+    };
+    Ok((headers, more_trailers))
+}

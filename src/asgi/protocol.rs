@@ -15,9 +15,12 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict};
 use tokio::runtime::Handle;
-use tokio::sync::mpsc::{self, error::TryRecvError};
+use tokio::sync::mpsc::{self, error::TryRecvError, error::TrySendError};
 
-use crate::asgi::messages::{as_dict, message_type, parse_response_body, parse_response_start};
+use crate::asgi::messages::{
+    as_dict, message_type, parse_response_body, parse_response_start, parse_response_trailers,
+    parse_trailers_flag,
+};
 use crate::asgi::state::{LoopState, RequestBody, ResponsePhase, ResponseSender};
 use crate::asgi::waiters::{self, client_disconnected, Channel, Waiters};
 use crate::config::ServerConfig;
@@ -195,6 +198,41 @@ impl HttpProtocol {
         Some(CloseGuard::new(self.ex.clone()))
     }
 
+    /// Whether promised trailers can reach the client. Only HTTP/2 (where
+    /// `extensions["http.response.trailers"]` is advertised): hyper's HTTP/1 server writes
+    /// trailers only with `TE: trailers` plus a matching `Trailer` response header and
+    /// silently drops them otherwise, so HTTP/1 does not offer them at all.
+    fn carries_trailers(&self) -> bool {
+        self.line.version == Version::HTTP_2
+    }
+
+    /// The phase after the last body message: Complete, or waiting for the promised
+    /// trailers (with the body stream still open when they can go out).
+    fn after_last_body(st: &LoopState, tx: Option<mpsc::Sender<OutChunk>>) -> ResponsePhase {
+        if st.trailers {
+            ResponsePhase::Trailers {
+                tx,
+                map: HeaderMap::new(),
+            }
+        } else {
+            ResponsePhase::Complete
+        }
+    }
+
+    /// Promised trailers never came: end the body cleanly without them rather than abort,
+    /// since the body itself is whole.
+    fn end_without_trailers(&self, tx: mpsc::Sender<OutChunk>) {
+        match tx.try_send(OutChunk::Last(Bytes::new())) {
+            Ok(()) | Err(TrySendError::Closed(_)) => {}
+            Err(TrySendError::Full(chunk)) => {
+                // The client is still reading earlier chunks; the end waits its turn.
+                self.ctx.runtime.spawn(async move {
+                    let _ = tx.send(chunk).await;
+                });
+            }
+        }
+    }
+
     /// tokio reported a change (body chunk, close): wake parked receivers.
     pub fn on_receive_event(py: Python<'_>, ex: &Arc<Exchange>) -> PyResult<()> {
         waiters::on_receive_event(py, ex)
@@ -235,6 +273,8 @@ impl HttpProtocol {
                 return Err(length_mismatch(declared, sent, more_body));
             }
         }
+        // Trailers that will go out keep the stream open past the last data.
+        let hold_open = st.trailers && self.carries_trailers();
         let response_body;
         if no_body {
             // HEAD mirrors GET's Content-Length when the whole body came in one message.
@@ -243,16 +283,19 @@ impl HttpProtocol {
                 headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
             }
             response_body = ResponseBody::empty(self.guard());
+            // No body means nothing for trailers to follow: they are accepted and dropped.
             st.response = if more_body {
                 ResponsePhase::Discarding
             } else {
-                ResponsePhase::Complete
+                Self::after_last_body(st, None)
             };
-        } else if !more_body {
+        } else if !(more_body || hold_open) {
             st.bytes_sent += body.len() as u64;
             response_body = ResponseBody::full(body, self.guard());
-            st.response = ResponsePhase::Complete;
+            st.response = Self::after_last_body(st, None);
         } else {
+            // Streamed: either more body follows, or trailers will end the stream (a Full
+            // body would end it right after the data).
             let (otx, orx) = mpsc::channel(RESPONSE_BODY_QUEUE);
             if !body.is_empty() {
                 st.bytes_sent += body.len() as u64;
@@ -260,7 +303,11 @@ impl HttpProtocol {
                 let _ = otx.try_send(OutChunk::Data(body));
             }
             response_body = ResponseBody::stream(orx, self.guard());
-            st.response = ResponsePhase::Streaming(otx);
+            st.response = if more_body {
+                ResponsePhase::Streaming(otx)
+            } else {
+                Self::after_last_body(st, Some(otx))
+            };
         }
         let response = build_response(&self.ctx.config, status, headers, response_body);
         if tx.send(response).is_err() {
@@ -294,7 +341,9 @@ impl HttpProtocol {
                 return Err(length_mismatch(declared, total, more_body));
             }
         }
-        let chunk = if more_body {
+        // With trailers to carry, the last data does not end the stream; they will.
+        let hold_open = st.trailers && self.carries_trailers();
+        let chunk = if more_body || hold_open {
             OutChunk::Data(body)
         } else {
             OutChunk::Last(body)
@@ -302,10 +351,72 @@ impl HttpProtocol {
         let result = waiters::send_or_park(py, &self.ctx, &self.ex, st, &otx, chunk)?;
         st.bytes_sent += len;
         if !more_body {
-            st.response = ResponsePhase::Complete;
-            self.response_done(py, st)?;
+            st.response = Self::after_last_body(st, hold_open.then_some(otx));
+            if st.response_complete() {
+                self.response_done(py, st)?;
+            }
         }
         Ok(result)
+    }
+
+    /// `http.response.trailers`: collect them, and end the body with them on the last one.
+    fn send_trailers(
+        &self,
+        py: Python<'_>,
+        st: &mut LoopState,
+        headers: HeaderMap,
+        more_trailers: bool,
+    ) -> PyResult<Py<PyAny>> {
+        if matches!(st.response, ResponsePhase::Idle(_)) {
+            return Err(PyRuntimeError::new_err(
+                "Expected ASGI message 'http.response.start', but got 'http.response.trailers'",
+            ));
+        }
+        if !st.trailers {
+            return Err(PyRuntimeError::new_err(
+                "Unexpected ASGI message 'http.response.trailers': 'http.response.start' did \
+                 not set 'trailers': True",
+            ));
+        }
+        match std::mem::replace(&mut st.response, ResponsePhase::Closed) {
+            ResponsePhase::Trailers { tx, mut map } => {
+                // Appended, not replaced: a later message may repeat a field name.
+                for (name, value) in headers.iter() {
+                    map.append(name.clone(), value.clone());
+                }
+                if more_trailers {
+                    st.response = ResponsePhase::Trailers { tx, map };
+                    return Ok(self.ctx.done.clone_ref(py));
+                }
+                let Some(tx) = tx else {
+                    // Nowhere to put them (HTTP/1.x or no body): dropped, as documented.
+                    st.response = ResponsePhase::Complete;
+                    self.response_done(py, st)?;
+                    return Ok(self.ctx.done.clone_ref(py));
+                };
+                // An empty trailer section is just the end of the body.
+                let chunk = if map.is_empty() {
+                    OutChunk::Last(Bytes::new())
+                } else {
+                    OutChunk::Trailers(map)
+                };
+                let result = waiters::send_or_park(py, &self.ctx, &self.ex, st, &tx, chunk)?;
+                st.response = ResponsePhase::Complete;
+                self.response_done(py, st)?;
+                Ok(result)
+            }
+            done @ (ResponsePhase::Complete | ResponsePhase::Closed) => {
+                st.response = done;
+                Err(client_disconnected())
+            }
+            other => {
+                st.response = other;
+                Err(PyRuntimeError::new_err(
+                    "Unexpected ASGI message 'http.response.trailers': the response body is \
+                     not complete (send 'http.response.body' with 'more_body': False first)",
+                ))
+            }
+        }
     }
 
     /// Send a server-made error response if nothing went out yet, or abort a started one.
@@ -330,10 +441,13 @@ impl HttpProtocol {
             }
             // Dropping the sender without a final chunk makes hyper abort the connection.
             ResponsePhase::Streaming(_) => Some("aborted the response"),
-            ResponsePhase::Discarding => {
+            ResponsePhase::Discarding | ResponsePhase::Trailers { tx: None, .. } => {
                 st.response = ResponsePhase::Complete;
                 None
             }
+            // The body is whole but the trailers (often a status or checksum) are missing:
+            // abort, like a truncated body, so the client does not take it for a success.
+            ResponsePhase::Trailers { tx: Some(_), .. } => Some("aborted the response"),
             other @ (ResponsePhase::Complete | ResponsePhase::Closed) => {
                 st.response = other;
                 None
@@ -381,7 +495,9 @@ impl HttpProtocol {
             "http.response.start" => match &st.response {
                 ResponsePhase::Idle(_) => {
                     let (status, headers) = parse_response_start(message)?;
+                    let trailers = parse_trailers_flag(message)?;
                     st.declared_length = declared_length(&headers)?;
+                    st.trailers = trailers;
                     if self.ex.is_closed() {
                         st.response = ResponsePhase::Closed;
                         return Err(client_disconnected());
@@ -428,9 +544,16 @@ impl HttpProtocol {
                         st.response = if more_body {
                             ResponsePhase::Discarding
                         } else {
-                            ResponsePhase::Complete
+                            Self::after_last_body(&st, None)
                         };
                         Ok(self.ctx.done.clone_ref(py))
+                    }
+                    trailers @ ResponsePhase::Trailers { .. } => {
+                        st.response = trailers;
+                        Err(PyRuntimeError::new_err(
+                            "Unexpected ASGI message 'http.response.body': the body is \
+                             complete, expected 'http.response.trailers'",
+                        ))
                     }
                     other => {
                         st.response = other;
@@ -438,9 +561,13 @@ impl HttpProtocol {
                     }
                 }
             }
+            "http.response.trailers" => {
+                let (headers, more_trailers) = parse_response_trailers(message)?;
+                self.send_trailers(py, &mut st, headers, more_trailers)
+            }
             other => Err(PyValueError::new_err(format!(
                 "Unexpected ASGI message type {other:?} for an HTTP request (expected \
-                 'http.response.start' or 'http.response.body')"
+                 'http.response.start', 'http.response.body' or 'http.response.trailers')"
             ))),
         }
     }
@@ -458,6 +585,17 @@ impl HttpProtocol {
             ResponsePhase::Streaming(_) => self
                 .fail_response(&mut st)
                 .map(|_| "ASGI callable returned without completing the response; aborted it"),
+            ResponsePhase::Trailers { .. } => {
+                if let ResponsePhase::Trailers { tx: Some(tx), .. } =
+                    std::mem::replace(&mut st.response, ResponsePhase::Complete)
+                {
+                    self.end_without_trailers(tx);
+                }
+                Some(
+                    "ASGI callable promised trailers but returned without sending \
+                     'http.response.trailers'; ended the response without them",
+                )
+            }
             _ => self.fail_response(&mut st),
         };
         self.release(&mut st);

@@ -103,6 +103,13 @@ impl ScopeFactory {
         if req.conn.tls.is_some() {
             scope.set_item(intern!(py, "scheme"), intern!(py, "https"))?;
         }
+        if head.version == Version::HTTP_2 {
+            // Trailers are advertised only where they reach the client: HTTP/1.x would need
+            // `TE: trailers` and a `Trailer` header, and hyper drops them silently otherwise.
+            let extensions = PyDict::new(py);
+            extensions.set_item(intern!(py, "http.response.trailers"), PyDict::new(py))?;
+            scope.set_item(intern!(py, "extensions"), extensions)?;
+        }
         self.fill_common(py, &scope, head, &req.conn)?;
         Ok(scope)
     }

@@ -35,6 +35,14 @@ pub enum ResponsePhase {
     Streaming(mpsc::Sender<OutChunk>),
     /// HEAD, 204, 304: the app may still send body messages; they are dropped.
     Discarding,
+    /// The body is done but `http.response.start` promised trailers; `map` collects the
+    /// `http.response.trailers` messages until `more_trailers` is false. `tx` is the open
+    /// body stream that will end with them, or None when they cannot go out (HTTP/1.x, or a
+    /// response without a body) and are dropped.
+    Trailers {
+        tx: Option<mpsc::Sender<OutChunk>>,
+        map: HeaderMap,
+    },
     /// The last body message was sent.
     Complete,
     /// Gone: the client left before the head was sent, or the response was aborted.
@@ -52,6 +60,9 @@ pub struct LoopState {
     /// The app's own Content-Length, checked against the body it sends.
     pub declared_length: Option<u64>,
     pub is_head: bool,
+    /// `http.response.start` had `trailers: True`: the last body message does not end the
+    /// response, `http.response.trailers` does.
+    pub trailers: bool,
     /// For the access log.
     pub status: u16,
     pub bytes_sent: u64,
@@ -69,6 +80,7 @@ impl LoopState {
             body_failed: false,
             declared_length: None,
             is_head,
+            trailers: false,
             status: 0,
             bytes_sent: 0,
             received_at: Instant::now(),

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
+use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
@@ -82,6 +83,9 @@ pub enum OutChunk {
     Data(Bytes),
     /// The final chunk (`more_body` false); the body ends cleanly only after this.
     Last(Bytes),
+    /// Response trailers (HTTP/2 only): they end the body, so a body promised trailers sends
+    /// its last data as `Data` and then this.
+    Trailers(HeaderMap),
 }
 
 pub const RESPONSE_BODY_QUEUE: usize = 8;
@@ -178,6 +182,10 @@ impl Body for ResponseBody {
                             return Poll::Ready(None);
                         }
                         Poll::Ready(Some(Ok(Frame::data(data))))
+                    }
+                    Poll::Ready(Some(OutChunk::Trailers(map))) => {
+                        *finished = true;
+                        Poll::Ready(Some(Ok(Frame::trailers(map))))
                     }
                     Poll::Ready(None) => {
                         *finished = true;
