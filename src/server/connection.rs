@@ -71,9 +71,14 @@ pub fn alpn_protocols(mode: HttpMode) -> &'static [&'static [u8]] {
 }
 
 /// The HTTP/1.1 connection settings from the server config.
-fn http1_builder(shared: &ServerShared) -> http1::Builder {
+fn http1_builder(shared: &ServerShared, tls: bool) -> http1::Builder {
     let config = &shared.config;
     let mut builder = http1::Builder::new();
+    if tls {
+        // Vectored writes become one TLS record per slice; one flat buffer makes one record
+        // for head and body.
+        builder.writev(false);
+    }
     builder
         .timer(TokioTimer::new())
         .keep_alive(config.keep_alive)
@@ -184,7 +189,7 @@ pub async fn serve_connection<S>(
         )
         .await;
     } else {
-        let connection = http1_builder(&shared)
+        let connection = http1_builder(&shared, ctx.info.tls.is_some())
             .serve_connection(io, service)
             .with_upgrades();
         drive(
