@@ -16,6 +16,13 @@ PYTEST_ARGS=${PYTEST_ARGS:-"-q -ra"}
 echo "== cargo test"
 PYO3_PYTHON=$(command -v python3) cargo test --quiet
 
+echo "== fuzz (short run; the stable smoke test when cargo-fuzz cannot be used)"
+if ! cargo fuzz --version >/dev/null 2>&1 && [ -z "${FUZZ_SMOKE_ONLY:-}" ]; then
+    cargo install cargo-fuzz --locked --version 0.13.2 --quiet \
+        || echo "cargo-fuzz could not be installed: smoke test only"
+fi
+bash fuzz/run-short.sh "${FUZZ_SECONDS:-15}"
+
 python3 -m pip install --quiet "maturin==1.16.0"
 rm -rf "$ROOT/target/wheels-test"
 

@@ -71,14 +71,16 @@ pub fn parse_response_start(message: &Bound<'_, PyDict>) -> PyResult<(StatusCode
             type_name(&status)
         )));
     }
-    let code: i64 = status.extract().unwrap_or(-1);
-    let status = u16::try_from(code)
+    let status = status
+        .extract::<u16>()
         .ok()
         .filter(|c| (200..=599).contains(c))
         .and_then(|c| StatusCode::from_u16(c).ok())
         .ok_or_else(|| {
+            // Name the value as Python shows it (it may not fit any Rust integer).
+            let shown = status.str().map(|s| s.to_string()).unwrap_or_default();
             PyValueError::new_err(format!(
-                "'status' must be a final HTTP status code (200-599), got {code}"
+                "'status' must be a final HTTP status code (200-599), got {shown}"
             ))
         })?;
     let headers = match message.get_item(intern!(py, "headers"))? {

@@ -166,13 +166,13 @@ fn close_code(message: &Bound<'_, PyDict>) -> PyResult<CloseInfo> {
                     type_name(&c)
                 )));
             }
-            let code: i64 = c.extract().unwrap_or(-1);
-            u16::try_from(code)
+            c.extract::<u16>()
                 .ok()
                 .filter(|c| (1000..=4999).contains(c))
                 .ok_or_else(|| {
+                    let shown = c.str().map(|s| s.to_string()).unwrap_or_default();
                     PyValueError::new_err(format!(
-                        "'code' must be a WebSocket close code (1000-4999), got {code}"
+                        "'code' must be a WebSocket close code (1000-4999), got {shown}"
                     ))
                 })?
         }

@@ -1,0 +1,120 @@
+//! The checks behind the fuzz targets, shared with the stable-Rust smoke test
+//! (`tests/corpus_smoke.rs`), which feeds the committed corpus through the same functions.
+//!
+//! Each `check_*` function takes arbitrary bytes, calls the server's functions with them and
+//! asserts properties of the results (a panic is a finding).
+
+use _ferrocorn::http::headers::{response_header_name, response_header_value};
+use _ferrocorn::ws::handshake::{accept_headers, is_upgrade, subprotocols, version_supported};
+use http::header::{HeaderMap, HeaderName, HeaderValue, SEC_WEBSOCKET_KEY};
+use http::{Method, Version};
+use percent_encoding::percent_decode;
+
+/// Response header name and value from an app (`http.response.start` headers).
+///
+/// Layout: byte 0 is the split point (modulo the length) between the name and the value.
+pub fn check_response_header(data: &[u8]) {
+    let (name, value) = match data.split_first() {
+        Some((&split, rest)) => rest.split_at((split as usize).min(rest.len())),
+        None => (&[][..], &[][..]),
+    };
+    if let Ok(n) = response_header_name(name) {
+        let s = n.as_str();
+        assert!(!s.is_empty());
+        assert!(s.eq_ignore_ascii_case(std::str::from_utf8(name).unwrap()));
+        assert!(!s.bytes().any(|b| b <= b' ' || b == b':' || b >= 0x7f), "{s:?}");
+    }
+    if let Ok(v) = response_header_value(value) {
+        assert_eq!(v.as_bytes(), value);
+        assert!(!value.iter().any(|&b| b == b'\r' || b == b'\n' || b == 0), "{value:?}");
+    } else {
+        // Refused values must contain a control byte other than HTAB (or DEL).
+        assert!(value.iter().any(|&b| (b < b' ' && b != b'\t') || b == 0x7f), "{value:?}");
+    }
+}
+
+/// Builds a header map from `name:value` lines (lines that are not valid headers are skipped).
+pub fn header_map(data: &[u8]) -> HeaderMap {
+    let mut headers = HeaderMap::new();
+    for line in data.split(|&b| b == b'\n') {
+        let Some(colon) = line.iter().position(|&b| b == b':') else { continue };
+        let (name, value) = (&line[..colon], &line[colon + 1..]);
+        if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) {
+            headers.append(n, v);
+        }
+    }
+    headers
+}
+
+/// WebSocket upgrade recognition, offered subprotocols and the 101 answer's headers.
+///
+/// Layout: byte 0 picks the method and version, the rest is `name:value` header lines; the
+/// subprotocol the "app" chooses is one of the offered ones, or the last line's raw bytes.
+pub fn check_ws_handshake(data: &[u8]) {
+    let (sel, rest) = match data.split_first() {
+        Some((&b, rest)) => (b, rest),
+        None => (0, data),
+    };
+    let method = [Method::GET, Method::POST, Method::CONNECT, Method::HEAD][(sel & 3) as usize]
+        .clone();
+    let version = [Version::HTTP_11, Version::HTTP_10, Version::HTTP_2, Version::HTTP_09]
+        [((sel >> 2) & 3) as usize];
+    let headers = header_map(rest);
+    let upgrade = is_upgrade(&method, version, &headers);
+    if upgrade {
+        assert!(method == Method::GET && version == Version::HTTP_11);
+        assert!(headers.contains_key(SEC_WEBSOCKET_KEY));
+    }
+    let _ = version_supported(&headers);
+    let offered = subprotocols(&headers);
+    for p in &offered {
+        assert!(!p.is_empty() && !p.contains(',') && p.trim() == p, "{p:?}");
+    }
+    let key = headers.get(SEC_WEBSOCKET_KEY).map(|v| v.as_bytes()).unwrap_or(rest);
+    let last_line = rest.rsplit(|&b| b == b'\n').next().unwrap_or(&[]);
+    let raw_choice = String::from_utf8_lossy(last_line).into_owned();
+    let choice: Option<&str> = match (sel >> 4) & 3 {
+        0 => None,
+        1 => offered.first().map(String::as_str),
+        2 => offered.last().map(String::as_str),
+        _ => Some(raw_choice.as_str()),
+    };
+    match accept_headers(key, choice) {
+        Ok(h) => {
+            assert_eq!(h.get("upgrade").unwrap(), "websocket");
+            let accept = h.get("sec-websocket-accept").unwrap().as_bytes();
+            assert_eq!(accept.len(), 28, "base64 of a SHA-1");
+            match choice {
+                Some(p) => assert_eq!(h.get("sec-websocket-protocol").unwrap().as_bytes(),
+                                      p.as_bytes()),
+                None => assert!(h.get("sec-websocket-protocol").is_none()),
+            }
+        }
+        Err(_) => {
+            // Only an app-chosen subprotocol that is not a valid header value may be refused.
+            let p = choice.expect("accept_headers refused without a subprotocol");
+            assert!(HeaderValue::from_str(p).is_err(), "{p:?} refused");
+        }
+    }
+}
+
+/// Percent-decoding of the request path, exactly as `src/asgi/scope.rs` builds `scope["path"]`.
+pub fn decode_path(raw: &[u8]) -> String {
+    percent_decode(raw).decode_utf8_lossy().into_owned()
+}
+
+pub fn check_path_decode(data: &[u8]) {
+    let decoded = decode_path(data);
+    if !data.contains(&b'%') {
+        assert_eq!(decoded, String::from_utf8_lossy(data));
+    }
+    if let Ok(s) = std::str::from_utf8(data) {
+        // Decoding never makes a valid string longer.
+        assert!(decoded.len() <= s.len() + 2 * s.matches('%').count() * 3);
+    }
+    // Decoding the percent-encoded form of the output gives the output back.
+    let reencoded =
+        percent_encoding::utf8_percent_encode(&decoded, percent_encoding::NON_ALPHANUMERIC)
+            .to_string();
+    assert_eq!(decode_path(reencoded.as_bytes()), decoded);
+}
