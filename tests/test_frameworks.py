@@ -9,6 +9,7 @@ A framework that is missing makes its tests FAIL on CPython (so CI cannot silent
 matrix); only under PyPy, where some frameworks do not install, are they skipped.
 """
 
+import asyncio
 import hashlib
 import importlib
 import os
@@ -22,12 +23,21 @@ import httpx
 import pytest
 
 from tests.apps.common import pattern_chunk
-from tests.frameworks._shared import PLAIN_TEXT, json_doc, sse_text
+from tests.frameworks._shared import PLAIN_TEXT, WS_TEXT_MESSAGES, json_doc, sse_text
 from tests.helpers import SERVER_PYTHON, RawConnection, request_bytes, start_server, wait_until
 
 FRAMEWORKS = ["starlette", "fastapi", "django", "quart", "litestar", "falcon"]
 # Frameworks whose app has a /background route (a task that runs after the response).
 BACKGROUND_FRAMEWORKS = ["starlette", "fastapi", "litestar"]
+# Frameworks whose app has the /ws echo route; Django has no WebSockets without Channels.
+WEBSOCKET_FRAMEWORKS = [
+    f if f != "django" else pytest.param(f, marks=pytest.mark.skip(
+        reason="Django has no ASGI WebSocket support without Channels (not a dependency)"))
+    for f in FRAMEWORKS
+]
+# How each framework's /ws handler learns that the client closed with 1000 (see _shared.py):
+# most hand it the websocket.disconnect event with its code; Quart cancels the handler task.
+WS_CLOSE_NOTES = {"quart": "cancelled:CancelledError\n"}
 
 # Django < 5 (the version PyPy 3.9 gets) leaves the view's async iterator to the garbage
 # collector when send() raises; on PyPy the test asks the app to collect (see django_app.py).
@@ -289,4 +299,40 @@ def test_background_task_runs_after_response(server, client):
         f.write("go")
     note = wait_until(lambda: read_marker(server, "bg-" + rid), timeout=20)
     assert note == "go-seen\n", note
+    assert_serving(server)
+
+
+# ---------------------------------------------------------------- websockets
+
+
+async def _websocket_echo_session(uri, texts, data):
+    """Echo round trips, then a client close 1000; returns (echoes, close code seen)."""
+    # The asyncio client, not websockets.sync: on PyPy 3.9 the sync client's close() can hit
+    # a threading race in Thread.join ("cannot release un-acquired lock") in the test process.
+    from websockets.asyncio.client import connect
+
+    echoes = []
+    async with connect(uri, open_timeout=10, close_timeout=10, max_size=None) as ws:
+        for message in [*texts, data]:
+            await ws.send(message)
+            echoes.append(await asyncio.wait_for(ws.recv(), 10))
+        await ws.close(1000)
+    return echoes, ws.close_code
+
+
+@pytest.mark.parametrize("fw", WEBSOCKET_FRAMEWORKS, indirect=True)
+def test_websocket_echo(server):
+    rid = uuid.uuid4().hex
+    texts = ["hello %s" % server.fw, "ferr\u00f8 \u2713", "x" * 70000][:WS_TEXT_MESSAGES]
+    data = pattern_bytes(100 * 1000)
+    uri = "ws://127.0.0.1:%d/ws?id=%s" % (server.port, rid)
+    echoes, close_code = asyncio.run(_websocket_echo_session(uri, texts, data))
+    assert echoes[:-1] == texts
+    assert isinstance(echoes[-1], bytes), type(echoes[-1])  # bytes came back as bytes
+    assert echoes[-1] == data
+    assert close_code == 1000
+    expected = WS_CLOSE_NOTES.get(server.fw, "closed:1000\n")
+    note = wait_until(lambda: read_marker(server, "ws-" + rid), timeout=20, interval=0.1)
+    assert note == expected, ("the %s handler did not see the client's close 1000 as expected "
+                              "(marker %r)\n%s" % (server.fw, note, server.output()[-3000:]))
     assert_serving(server)

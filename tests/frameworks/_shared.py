@@ -14,6 +14,11 @@ Every app in this package serves the same routes:
                               handler records how it learnt that in marker file disconnect-<id>
   GET  /background?id=        (frameworks with background tasks) answers at once; the task
                               waits for the test's go-<id> file, then writes bg-<id>
+  WS   /ws?id=                (frameworks with ASGI WebSockets: not Django) echoes every text
+                              and bytes message as the same type; when the client closes, the
+                              handler records how it saw that in marker file ws-<id>:
+                              ``closed:<code>`` (the close code the framework reported) or
+                              ``cancelled:<exception>`` (Quart cancels the handler instead)
 
 The server process gets FW_MARKER_DIR (a temp dir) and FW_STARTUP_TOKEN from the test.
 Lifespan startup stores ``startup_value()``; shutdown writes marker ``shutdown``.
@@ -30,6 +35,7 @@ SSE_INTERVAL = 0.02
 DISCONNECT_CHUNKS = 600  # x 0.05 s: the stream would last 30 s if nobody noticed the client left
 DISCONNECT_INTERVAL = 0.05
 BACKGROUND_WAIT = 20.0
+WS_TEXT_MESSAGES = 3  # the WebSocket test sends this many text messages, then one bytes message
 
 
 def json_doc(framework):
@@ -102,6 +108,14 @@ class ClosingStream:
 
     async def close(self):
         await self._agen.aclose()
+
+
+def record_ws_close(rid, code):
+    record("ws-" + rid, "closed:%s" % code)
+
+
+def record_ws_cancel(rid, exc):
+    record("ws-" + rid, "cancelled:" + type(exc).__name__)
 
 
 async def background_task(rid):

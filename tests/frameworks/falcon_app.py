@@ -86,6 +86,26 @@ class Disconnect:
             _shared.disconnect_stream(req.get_param("id", required=True), NAME))
 
 
+class WsEcho:
+    """Falcon has no public "receive whatever comes" call (receive_text() rejects a binary
+    message after consuming it), so this handler follows the test's fixed order:
+    WS_TEXT_MESSAGES text messages, then one bytes message, each echoed; then it waits for
+    the close, which Falcon reports as WebSocketDisconnected(code)."""
+
+    async def on_websocket(self, req, ws):
+        rid = req.get_param("id", required=True)
+        await ws.accept()
+        try:
+            for _ in range(_shared.WS_TEXT_MESSAGES):
+                await ws.send_text(await ws.receive_text())
+            await ws.send_data(await ws.receive_data())
+            await ws.receive_text()
+        except falcon.WebSocketDisconnected as exc:
+            _shared.record_ws_close(rid, exc.code)
+            return
+        _shared.record("ws-" + rid, "unexpected message after the echo sequence")
+
+
 app = falcon.asgi.App(middleware=[Lifespan()])
 app.add_route("/plain", Plain())
 app.add_route("/json", Json())
@@ -96,3 +116,4 @@ app.add_route("/state", State())
 app.add_route("/error", Error())
 app.add_route("/timeout", Timeout())
 app.add_route("/disconnect", Disconnect())
+app.add_route("/ws", WsEcho())

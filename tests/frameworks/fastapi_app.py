@@ -3,7 +3,7 @@
 import contextlib
 import hashlib
 
-from fastapi import BackgroundTasks, FastAPI, Request
+from fastapi import BackgroundTasks, FastAPI, Request, WebSocket
 from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 
 from tests.frameworks import _shared
@@ -82,3 +82,18 @@ async def disconnect(id: str):
 async def background(id: str, tasks: BackgroundTasks):
     tasks.add_task(_shared.background_task, id)
     return {"queued": id}
+
+
+@app.websocket("/ws")
+async def ws_echo(websocket: WebSocket, id: str):
+    """Echo text as text and bytes as bytes until the client closes (records the close)."""
+    await websocket.accept()
+    while True:
+        message = await websocket.receive()
+        if message["type"] == "websocket.disconnect":
+            _shared.record_ws_close(id, message.get("code"))
+            return
+        if message.get("text") is not None:
+            await websocket.send_text(message["text"])
+        else:
+            await websocket.send_bytes(message["bytes"])

@@ -2,7 +2,7 @@
 
 import hashlib
 
-from litestar import Litestar, MediaType, Request, Response, get, post
+from litestar import Litestar, MediaType, Request, Response, WebSocket, get, post, websocket
 from litestar.background_tasks import BackgroundTask
 from litestar.response import ServerSentEvent, Stream
 from litestar.response.sse import ServerSentEventMessage
@@ -80,9 +80,24 @@ async def background(id: str) -> Response:
     return Response({"queued": id}, background=BackgroundTask(_shared.background_task, id))
 
 
+@websocket("/ws")
+async def ws_echo(socket: WebSocket, id: str) -> None:
+    """Echo text as text and bytes as bytes until the client closes (records the close)."""
+    await socket.accept()
+    while True:
+        message = await socket.receive()
+        if message["type"] == "websocket.disconnect":
+            _shared.record_ws_close(id, message.get("code"))
+            return
+        if message.get("text") is not None:
+            await socket.send_data(message["text"], mode="text")
+        else:
+            await socket.send_data(message["bytes"], mode="binary")
+
+
 app = Litestar(
     route_handlers=[plain, json_route, echo, stream, sse, state, error, timeout, disconnect,
-                    background],
+                    background, ws_echo],
     on_startup=[startup],
     on_shutdown=[shutdown],
     request_max_body_size=64 * 1024 * 1024,

@@ -2,7 +2,7 @@
 
 import hashlib
 
-from quart import Quart, Response, jsonify, make_response, request
+from quart import Quart, Response, jsonify, make_response, request, websocket
 
 from tests.frameworks import _shared
 
@@ -85,3 +85,18 @@ async def disconnect():
                                    {"content-type": "text/plain"})
     response.timeout = None
     return response
+
+
+@app.websocket("/ws")
+async def ws_echo():
+    """Echo text as text and bytes as bytes (websocket.receive() returns str or bytes).
+
+    Quart does not hand the close to the handler: it cancels the handler task."""
+    rid = websocket.args["id"]
+    await websocket.accept()
+    try:
+        while True:
+            await websocket.send(await websocket.receive())
+    except BaseException as exc:
+        _shared.record_ws_cancel(rid, exc)
+        raise

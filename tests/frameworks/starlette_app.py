@@ -6,7 +6,7 @@ import hashlib
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
 from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
-from starlette.routing import Route
+from starlette.routing import Route, WebSocketRoute
 
 from tests.frameworks import _shared
 
@@ -86,6 +86,21 @@ async def background(request):
                         background=BackgroundTask(_shared.background_task, rid))
 
 
+async def ws_echo(websocket):
+    """Echo text as text and bytes as bytes until the client closes (records the close)."""
+    rid = websocket.query_params["id"]
+    await websocket.accept()
+    while True:
+        message = await websocket.receive()
+        if message["type"] == "websocket.disconnect":
+            _shared.record_ws_close(rid, message.get("code"))
+            return
+        if message.get("text") is not None:
+            await websocket.send_text(message["text"])
+        else:
+            await websocket.send_bytes(message["bytes"])
+
+
 @contextlib.asynccontextmanager
 async def lifespan(app):
     yield {"startup_value": _shared.startup_value()}
@@ -104,6 +119,7 @@ app = Starlette(
         Route("/timeout", timeout),
         Route("/disconnect", disconnect),
         Route("/background", background),
+        WebSocketRoute("/ws", ws_echo),
     ],
     lifespan=lifespan,
 )
