@@ -77,23 +77,23 @@ def select_wrapper(
     return app, _extended_wrapper(rewrite, access_log, log_format, metrics)
 
 
+async def _rewrite_and_run(rewrite: Any, app: Any, scope: dict, proto: Any) -> dict:
+    """Apply the proxy-headers rewrite, then run the app; returns the scope the app saw."""
+    try:
+        app_scope = rewrite(scope)
+    except Exception as exc:
+        if proto.fail(exc):
+            error_logger.error("Exception in ASGI application", exc_info=exc)
+        return scope
+    await run_asgi(app, app_scope, proto)
+    return app_scope
+
+
 def _proxied_access_log_wrapper(rewrite: Any) -> Any:
     """Default access line + proxy headers (the default configuration)."""
 
     async def run_asgi_proxied_with_access_log(app: Any, scope: dict, proto: Any) -> None:
-        app_scope = scope
-        try:
-            app_scope = rewrite(scope)
-            await app(app_scope, proto.receive, proto.send)
-        except _CancelledError:
-            proto.fail(None)
-        except BaseException as exc:
-            if proto.fail(exc):
-                error_logger.error("Exception in ASGI application", exc_info=exc)
-        else:
-            fault = proto.complete()
-            if fault is not None:
-                error_logger.error(fault)
+        app_scope = await _rewrite_and_run(rewrite, app, scope, proto)
         client, method, path, version, status, _, _ = proto.access_info()
         if app_scope is not scope:
             client = client_text(app_scope.get("client"))
@@ -115,20 +115,11 @@ def _extended_wrapper(rewrite: Any, access_log: bool, log_format: Any, metrics: 
                 metrics.websockets += 1
             else:
                 metrics.started += 1
-        app_scope = scope
-        try:
-            if rewrite is not None:
-                app_scope = rewrite(scope)
-            await app(app_scope, proto.receive, proto.send)
-        except _CancelledError:
-            proto.fail(None)
-        except BaseException as exc:
-            if proto.fail(exc):
-                error_logger.error("Exception in ASGI application", exc_info=exc)
+        if rewrite is None:
+            app_scope = scope
+            await run_asgi(app, scope, proto)
         else:
-            fault = proto.complete()
-            if fault is not None:
-                error_logger.error(fault)
+            app_scope = await _rewrite_and_run(rewrite, app, scope, proto)
         info = proto.access_info()
         if metrics is not None:
             if websocket:

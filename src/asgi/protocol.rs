@@ -24,7 +24,6 @@ use crate::asgi::messages::{
 use crate::asgi::state::{LoopState, RequestBody, ResponsePhase, ResponseSender};
 use crate::asgi::waiters::{self, client_disconnected, Channel, Waiters};
 use crate::config::ServerConfig;
-use crate::errors::ClientDisconnected;
 use crate::http::body::{InChunk, OutChunk, ResponseBody, RESPONSE_BODY_QUEUE};
 use crate::http::exchange::{CloseGuard, Exchange};
 
@@ -607,8 +606,7 @@ impl HttpProtocol {
         let mut st = self.ex.state();
         self.fail_response(&mut st);
         self.release(&mut st);
-        !exc.is_instance(&py.get_type::<ClientDisconnected>())
-            .unwrap_or(false)
+        waiters::worth_logging(py, exc)
     }
 
     /// (client "host:port", method, path?query, http_version, status, body bytes sent,
@@ -616,17 +614,7 @@ impl HttpProtocol {
     #[allow(clippy::type_complexity)]
     fn access_info(&self) -> (String, String, String, &'static str, u16, u64, f64) {
         let st = self.ex.state();
-        let client = self
-            .line
-            .peer
-            .map(|p| format!("{}:{}", p.ip().to_canonical(), p.port()))
-            .unwrap_or_default();
-        let path = self
-            .line
-            .uri
-            .path_and_query()
-            .map(|p| p.as_str().to_owned())
-            .unwrap_or_else(|| "/".to_owned());
+        let (client, path) = waiters::access_client_and_path(self.line.peer, &self.line.uri);
         let version = match self.line.version {
             Version::HTTP_10 => "1.0",
             Version::HTTP_2 => "2",

@@ -46,6 +46,27 @@ pub trait Channel: ExchangeState {
     fn on_send_failed(&mut self);
 }
 
+/// Whether an exception the app raised deserves an error log (a disconnect does not).
+pub fn worth_logging(py: Python<'_>, exc: &Bound<'_, PyAny>) -> bool {
+    !exc.is_instance(&py.get_type::<ClientDisconnected>())
+        .unwrap_or(false)
+}
+
+/// The access log's client ("host:port", empty for Unix sockets) and path with query.
+pub fn access_client_and_path(
+    peer: Option<std::net::SocketAddr>,
+    uri: &http::Uri,
+) -> (String, String) {
+    let client = peer
+        .map(|p| format!("{}:{}", p.ip().to_canonical(), p.port()))
+        .unwrap_or_default();
+    let path = uri
+        .path_and_query()
+        .map(|p| p.as_str().to_owned())
+        .unwrap_or_else(|| "/".to_owned());
+    (client, path)
+}
+
 pub fn client_disconnected() -> PyErr {
     ClientDisconnected::new_err("the client disconnected or the response is already complete")
 }

@@ -19,7 +19,6 @@ use crate::asgi::messages::{
 };
 use crate::asgi::protocol::{build_response, error_response, LoopCtx};
 use crate::asgi::waiters::{self, client_disconnected, Channel, Waiters};
-use crate::errors::ClientDisconnected;
 use crate::http::body::ResponseBody;
 use crate::http::exchange::{Exchange, ExchangeState};
 use crate::wakeup::Event;
@@ -530,22 +529,13 @@ impl WebSocketProtocol {
         let mut st = self.ex.state();
         self.server_error(&mut st);
         self.release(&mut st);
-        !exc.is_instance(&py.get_type::<ClientDisconnected>())
-            .unwrap_or(false)
+        waiters::worth_logging(py, exc)
     }
 
     #[allow(clippy::type_complexity)]
     fn access_info(&self) -> (String, String, String, &'static str, u16, u64, f64) {
         let st = self.ex.state();
-        let client = self
-            .peer
-            .map(|p| format!("{}:{}", p.ip().to_canonical(), p.port()))
-            .unwrap_or_default();
-        let path = self
-            .uri
-            .path_and_query()
-            .map(|p| p.as_str().to_owned())
-            .unwrap_or_else(|| "/".to_owned());
+        let (client, path) = waiters::access_client_and_path(self.peer, &self.uri);
         (
             client,
             "WEBSOCKET".to_owned(),
