@@ -10,17 +10,6 @@ use pyo3::{intern, PyTypeInfo};
 
 use crate::http::headers::{response_header_name, response_header_value, HeaderError};
 
-pub enum HttpSend {
-    Start {
-        status: StatusCode,
-        headers: HeaderMap,
-    },
-    Body {
-        body: Bytes,
-        more_body: bool,
-    },
-}
-
 pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type()
         .name()

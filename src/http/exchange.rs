@@ -60,10 +60,6 @@ impl<S: ExchangeState> Exchange<S> {
         }
     }
 
-    pub fn wakeup(&self) -> &Arc<Wakeup> {
-        &self.wakeup
-    }
-
     /// Loop thread only.
     pub fn state(&self) -> MutexGuard<'_, S> {
         // A poisoned lock only means a panic happened while it was held; the state itself

@@ -86,7 +86,7 @@ impl Drop for InFlight {
 /// The response body plus the in-flight marker that lives exactly as long as hyper needs it.
 pub struct TrackedBody {
     inner: ResponseBody,
-    _in_flight: Option<InFlight>,
+    in_flight: Option<InFlight>,
 }
 
 impl Body for TrackedBody {
@@ -99,7 +99,7 @@ impl Body for TrackedBody {
     ) -> Poll<Option<Result<Frame<Bytes>, BodyAborted>>> {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
         if self.inner.is_streaming() && matches!(polled, Poll::Ready(Some(Ok(_)))) {
-            if let Some(in_flight) = &self._in_flight {
+            if let Some(in_flight) = &self.in_flight {
                 in_flight.0.flush_hint.request();
             }
         }
@@ -124,14 +124,14 @@ pub async fn handle_request(
         let response = error_response(&shared.config, StatusCode::SERVICE_UNAVAILABLE, None);
         return Ok(response.map(|inner| TrackedBody {
             inner,
-            _in_flight: None,
+            in_flight: None,
         }));
     }
     let in_flight = InFlight::new(conn.clone());
     let response = respond(req, &conn).await;
     Ok(response.map(|inner| TrackedBody {
         inner,
-        _in_flight: Some(in_flight),
+        in_flight: Some(in_flight),
     }))
 }
 
