@@ -28,11 +28,14 @@ enum PendingListener {
     Unix(std::os::unix::net::UnixListener, Arc<str>),
 }
 
-/// How an app coroutine becomes a task: eagerly on Python 3.12+ (a handler that never waits
-/// finishes inside the drain), else through `loop.create_task`.
+/// How an app coroutine becomes a task: `asyncio.Task` directly (eagerly on Python 3.12+, so
+/// a handler that never waits finishes inside the drain), or a custom task factory through
+/// `loop.create_task`.
 enum TaskSpawner {
+    /// `loop.create_task`, when the loop has a task factory.
     CreateTask(Py<PyAny>),
-    Eager {
+    /// `asyncio.Task(coro, **kwargs)`: the loop, and `eager_start` on 3.12+.
+    Task {
         task_type: Py<PyAny>,
         kwargs: Py<PyDict>,
     },
@@ -42,7 +45,7 @@ impl TaskSpawner {
     fn spawn(&self, py: Python<'_>, coro: Bound<'_, PyAny>) -> PyResult<()> {
         match self {
             TaskSpawner::CreateTask(create_task) => create_task.bind(py).call1((coro,))?,
-            TaskSpawner::Eager { task_type, kwargs } => {
+            TaskSpawner::Task { task_type, kwargs } => {
                 task_type.bind(py).call((coro,), Some(kwargs.bind(py)))?
             }
         };
@@ -312,14 +315,20 @@ impl Core {
             let kwargs = PyDict::new(py);
             kwargs.set_item("loop", loop_ref)?;
             kwargs.set_item("eager_start", true)?;
-            TaskSpawner::Eager {
+            TaskSpawner::Task {
                 task_type: py.import("asyncio")?.getattr("Task")?.unbind(),
                 kwargs: kwargs.unbind(),
             }
         } else if loop_ref.call_method0("get_task_factory")?.is_none() {
-            // `asyncio.Task(coro)` binds to the running loop by itself and skips the loop's
-            // create_task wrapper (measurably cheaper per request under uvloop).
-            TaskSpawner::CreateTask(py.import("asyncio")?.getattr("Task")?.unbind())
+            // `asyncio.Task(coro, loop=loop)` skips the loop's create_task wrapper (measurably
+            // cheaper per request under uvloop); passing the loop spares the running-loop
+            // lookup, which costs a getpid() syscall per task on CPython 3.11.
+            let kwargs = PyDict::new(py);
+            kwargs.set_item("loop", loop_ref)?;
+            TaskSpawner::Task {
+                task_type: py.import("asyncio")?.getattr("Task")?.unbind(),
+                kwargs: kwargs.unbind(),
+            }
         } else {
             // A custom task factory must be honoured.
             TaskSpawner::CreateTask(loop_ref.getattr("create_task")?.unbind())
