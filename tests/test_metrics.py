@@ -1,10 +1,14 @@
 """--metrics: counters, the Prometheus endpoint, /health, and the task wrapper that collects."""
 
 import asyncio
+import collections
+import os
 import re
+import signal
 import socket
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
@@ -15,12 +19,15 @@ from ferrocorn.metrics import (
     MetricsServer,
     RequestMetrics,
     bind_metrics_socket,
+    decode_snapshot,
+    encode_snapshot,
     merge_snapshots,
     render,
+    render_request_families,
 )
 from ferrocorn.proxy_headers import ProxyHeadersMiddleware
 
-from tests.helpers import RawConnection, request_bytes, run_ferrocorn, start_server
+from tests.helpers import RawConnection, request_bytes, run_ferrocorn, start_server, wait_until
 
 SAMPLE_RE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([^}]*)\})? (\S+)$')
 FAMILIES = {
@@ -31,10 +38,23 @@ FAMILIES = {
     "ferrocorn_websocket_connections": "gauge",
     "ferrocorn_request_duration_seconds": "histogram",
 }
+# With a supervisor: the same summed, each per worker, and the supervisor's view.
+SUPERVISOR_FAMILIES = {
+    **FAMILIES,
+    **{"ferrocorn_worker_" + n[len("ferrocorn_"):]: kind for n, kind in FAMILIES.items()},
+    "ferrocorn_workers": "gauge",
+    "ferrocorn_workers_configured": "gauge",
+    "ferrocorn_worker_restarts_total": "counter",
+    "ferrocorn_worker_up": "gauge",
+    "ferrocorn_worker_start_time_seconds": "gauge",
+}
+LABEL_RE = re.compile(r'([a-zA-Z_][a-zA-Z0-9_]*)="([^"\\]*)"(?:,|$)')
 
 
-def parse_exposition(text):
-    """Prometheus text format → {(name, labels): value}; asserts it is well-formed."""
+def parse_exposition(text, families=FAMILIES):
+    """Prometheus text format → {(name, labels): value}; asserts it is well-formed (one HELP
+    and TYPE per family, before its samples; no duplicate series; exactly ``families``)."""
+    check_with_prometheus_client(text)
     assert text.endswith("\n")
     types = {}
     samples = {}
@@ -51,11 +71,39 @@ def parse_exposition(text):
         name, labels, value = m.groups()
         family = re.sub(r"_(bucket|sum|count)$", "", name) if name not in types else name
         assert family in types, f"sample {line!r} before its TYPE line"
+        assert not labels or "".join(m.group(0) for m in LABEL_RE.finditer(labels)) == labels, line
         key = (name, labels or "")
         assert key not in samples, f"duplicate sample {line!r}"
         samples[key] = float(value)
-    assert types == FAMILIES
+    assert types == families
     return samples
+
+
+def check_with_prometheus_client(text):
+    """Also parse with the reference client's parser, when it is installed."""
+    try:
+        from prometheus_client.parser import text_string_to_metric_families
+    except ImportError:
+        return
+    parsed = list(text_string_to_metric_families(text))
+    sample_lines = [line for line in text.splitlines() if not line.startswith("#")]
+    assert sum(len(family.samples) for family in parsed) == len(sample_lines)
+
+
+def labels_of(text):
+    return dict(LABEL_RE.findall(text))
+
+
+def per_worker(samples, name, **match):
+    """{pid: value} of the per-worker series ``name`` whose other labels are ``match``."""
+    values = {}
+    for (sample, labels), value in samples.items():
+        found = labels_of(labels)
+        pid = found.pop("pid", None)
+        found.pop("worker", None)
+        if sample == name and pid is not None and found == match:
+            values[int(pid)] = value
+    return values
 
 
 def check_histogram(samples):
@@ -95,6 +143,33 @@ def test_request_metrics_and_render():
     assert samples[("ferrocorn_requests_in_flight", "")] == 1
     assert samples[("ferrocorn_open_connections", "")] == 3
     assert samples[("ferrocorn_websocket_connections", "")] == 0
+
+
+def test_snapshot_encoding_and_labelled_families():
+    metrics = RequestMetrics()
+    metrics.started = 2
+    metrics.observe(200, 0.01)
+    metrics.observe(404, 2.0)
+    snap = metrics.snapshot(open_connections=1)
+    assert decode_snapshot(encode_snapshot(snap)) == snap  # status codes come back as ints
+    for junk in (b"", b"null", b"[]", b"{}", b'{"requests_total": "x"}',
+                 encode_snapshot(dict(snap, buckets=[1, 2]))):
+        with pytest.raises(ValueError):
+            decode_snapshot(junk)
+    lines = render_request_families(
+        [('worker="0",pid="7"', snap), ('worker="1",pid="8"', merge_snapshots([]))],
+        prefix="ferrocorn_worker_", scope=", per worker")
+    text = "\n".join(lines) + "\n"
+    families = {"ferrocorn_worker_" + n[len("ferrocorn_"):]: k for n, k in FAMILIES.items()}
+    samples = parse_exposition(text, families)
+    assert samples[("ferrocorn_worker_requests_total", 'worker="0",pid="7"')] == 2
+    assert samples[("ferrocorn_worker_requests_total", 'worker="1",pid="8"')] == 0
+    key = ("ferrocorn_worker_responses_total", 'worker="0",pid="7",status="404"')
+    assert samples[key] == 1
+    key = ("ferrocorn_worker_request_duration_seconds_bucket", 'worker="0",pid="7",le="+Inf"')
+    assert samples[key] == 2
+    assert "# HELP ferrocorn_worker_requests_total Requests handed to the application, per " \
+           "worker.\n" in text
 
 
 def test_merge_snapshots():
@@ -308,8 +383,8 @@ def test_config_options():
         False, "127.0.0.1", 9090)
     with pytest.raises(ConfigError, match="metrics_port"):
         Config("m:app", metrics=True, metrics_port=70000)
-    with pytest.raises(ConfigError, match="metrics are per worker"):
-        Config("m:app", metrics=True, workers=2)
+    # Several workers: the supervisor serves the endpoint.
+    assert Config("m:app", metrics=True, workers=2).metrics
 
 
 def test_metrics_server_in_process():
@@ -372,7 +447,8 @@ def test_cli_options_and_environment(monkeypatch):
     assert [(c.metrics, c.metrics_host, c.metrics_port) for c in configs] == [
         (True, "0.0.0.0", 9191), (True, "0.0.0.0", 9292), (False, "127.0.0.1", 9090)]
     result = runner.invoke(cli.main, ["m:app", "--metrics", "--workers", "2"])
-    assert result.exit_code == 1 and "metrics are per worker" in result.output
+    assert result.exit_code == 0, result.output
+    assert (configs[-1].metrics, configs[-1].workers) == (True, 2)
 
 
 def test_help_lists_the_new_options_in_their_sections():
@@ -386,3 +462,267 @@ def test_help_lists_the_new_options_in_their_sections():
         assert text in out, text
     logging_section = out.split("Logging options:")[1].split("options:")[0]
     assert "--access-log-format" in logging_section
+
+
+# ---------------------------------------------------------------- with a supervisor
+
+WORKERS_APP = "tests.apps.workers:app"
+STARTED_RE = re.compile(r"Started worker \[(\d+)\]")
+REQUEST_FAMILIES = [n for n, kind in FAMILIES.items() if kind != "histogram"]
+
+
+def started_pids(server):
+    return [int(pid) for pid in STARTED_RE.findall(server.output())]
+
+
+def get_pid(port, target="/pid"):
+    with RawConnection(port, timeout=30) as conn:
+        conn.send(request_bytes("GET", target, [("Connection", "close")]))
+        resp = conn.read_response()
+    assert resp is not None and resp.status == 200, resp
+    return int(resp.body)
+
+
+def supervisor_scrape(port):
+    resp = httpx.get(f"http://127.0.0.1:{port}/metrics", timeout=30)
+    assert resp.status_code == 200
+    assert resp.headers["content-type"] == "text/plain; version=0.0.4; charset=utf-8"
+    return parse_exposition(resp.text, SUPERVISOR_FAMILIES)
+
+
+def scrape_until(port, predicate, timeout=30):
+    """Scrape until ``predicate(samples)``; the last samples."""
+    last = {}
+
+    def check():
+        last["samples"] = supervisor_scrape(port)
+        return predicate(last["samples"])
+
+    assert wait_until(check, timeout=timeout), last.get("samples")
+    return last["samples"]
+
+
+def up_pids(samples):
+    return {pid for pid, up in per_worker(samples, "ferrocorn_worker_up").items() if up == 1}
+
+
+def send_spread(port, workers, at_least=16):
+    """Overlapping requests until every pid of ``workers`` served one; the pids, in order."""
+    pids = []
+    with ThreadPoolExecutor(8) as pool:
+        while len(pids) < at_least or not workers <= set(pids):
+            pids += pool.map(lambda _: get_pid(port, "/pid?sleep=0.02"), range(16))
+            assert len(pids) < 5000, collections.Counter(pids)
+    return pids
+
+
+def assert_aggregate_is_gone_plus_workers(samples, gone=None):
+    """Every summed series == the per-worker sum (+ ``gone``: counters of workers no longer
+    there), for counters, gauges and the histogram."""
+    gone = gone or {}
+    for name in REQUEST_FAMILIES + ["ferrocorn_request_duration_seconds_count"]:
+        worker_name = "ferrocorn_worker_" + name[len("ferrocorn_"):]
+        total = sum(per_worker(samples, worker_name).values()) + gone.get(name, 0)
+        if name != "ferrocorn_responses_total":
+            assert samples[(name, "")] == total, name
+    statuses = {labels_of(labels)["status"] for (n, labels) in samples
+                if n == "ferrocorn_responses_total"}
+    for status in statuses:
+        total = sum(per_worker(samples, "ferrocorn_worker_responses_total",
+                               status=status).values())
+        total += gone.get(("ferrocorn_responses_total", status), 0)
+        assert samples[("ferrocorn_responses_total", f'status="{status}"')] == total, status
+    for bound in [repr(float(b)) for b in BUCKETS] + ["+Inf"]:
+        total = sum(per_worker(samples, "ferrocorn_worker_request_duration_seconds_bucket",
+                               le=bound).values())
+        total += gone.get(("bucket", bound), 0)
+        key = ("ferrocorn_request_duration_seconds_bucket", f'le="{bound}"')
+        assert samples[key] == total, bound
+    total = sum(per_worker(samples, "ferrocorn_worker_request_duration_seconds_sum").values())
+    total += gone.get("ferrocorn_request_duration_seconds_sum", 0)
+    assert samples[("ferrocorn_request_duration_seconds_sum", "")] == pytest.approx(total)
+
+
+def counters_of_worker(samples, pid):
+    """A worker's counter series, keyed like ``assert_aggregate_is_gone_plus_workers``'s gone."""
+    def one(name, **match):
+        return per_worker(samples, name, **match)[pid]
+
+    gone = {
+        "ferrocorn_requests_total": one("ferrocorn_worker_requests_total"),
+        "ferrocorn_request_duration_seconds_count":
+            one("ferrocorn_worker_request_duration_seconds_count"),
+        "ferrocorn_request_duration_seconds_sum":
+            one("ferrocorn_worker_request_duration_seconds_sum"),
+    }
+    for (name, labels), value in samples.items():
+        found = labels_of(labels)
+        if found.get("pid") != str(pid):
+            continue
+        if name == "ferrocorn_worker_responses_total":
+            gone[("ferrocorn_responses_total", found["status"])] = value
+        elif name == "ferrocorn_worker_request_duration_seconds_bucket":
+            gone[("bucket", found["le"])] = value
+    return gone
+
+
+def fd_count(pid):
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def test_supervisor_sums_workers_and_survives_kill_and_sighup(server_factory):
+    server = server_factory(WORKERS_APP, "--workers", "2", "--metrics", "--metrics-port", "0",
+                            "--no-access-log")
+    port = metrics_port(server)
+    assert wait_until(lambda: len(started_pids(server)) >= 2, timeout=30), server.output()
+    workers = set(started_pids(server))
+    assert scrape_until(port, lambda s: up_pids(s) == workers)
+
+    served = send_spread(server.port, workers)
+    samples = supervisor_scrape(port)
+    counts = collections.Counter(served)
+    assert per_worker(samples, "ferrocorn_worker_requests_total") == counts
+    assert samples[("ferrocorn_requests_total", "")] == len(served)
+    assert samples[("ferrocorn_responses_total", 'status="200"')] == len(served)
+    assert_aggregate_is_gone_plus_workers(samples)
+    slots = {int(labels_of(labels)["pid"]): labels_of(labels)["worker"]
+             for (n, labels) in samples if n == "ferrocorn_worker_up"}
+    assert sorted(slots.values()) == ["0", "1"]
+    assert samples[("ferrocorn_workers", "")] == 2
+    assert samples[("ferrocorn_workers_configured", "")] == 2
+    for reason in ("crashed", "recycled", "reloaded"):
+        assert samples[("ferrocorn_worker_restarts_total", f'reason="{reason}"')] == 0
+    starts = per_worker(samples, "ferrocorn_worker_start_time_seconds")
+    assert set(starts) == workers and all(abs(t - time.time()) < 3600 for t in starts.values())
+    fds = fd_count(server.pid)
+
+    # SIGKILL: the victim's counts stay in the sums; its replacement takes its slot.
+    victim = min(workers)
+    gone = counters_of_worker(samples, victim)
+    os.kill(victim, signal.SIGKILL)
+    assert wait_until(lambda: len(started_pids(server)) >= 3, timeout=30), server.output()
+    replacement = started_pids(server)[2]
+    workers = workers - {victim} | {replacement}
+    samples = scrape_until(port, lambda s: up_pids(s) == workers)
+    assert samples[("ferrocorn_requests_total", "")] == len(served)  # did not go back
+    assert samples[("ferrocorn_worker_restarts_total", 'reason="crashed"')] == 1
+    assert samples[("ferrocorn_workers", "")] == 2
+    assert victim not in per_worker(samples, "ferrocorn_worker_up")
+    assert per_worker(samples, "ferrocorn_worker_requests_total")[replacement] == 0
+    new_slots = {int(labels_of(labels)["pid"]): labels_of(labels)["worker"]
+                 for (n, labels) in samples if n == "ferrocorn_worker_up"}
+    assert new_slots[replacement] == slots[victim]
+    assert_aggregate_is_gone_plus_workers(samples, gone)
+    more = send_spread(server.port, workers)
+    samples = supervisor_scrape(port)
+    assert samples[("ferrocorn_requests_total", "")] == len(served) + len(more)
+    assert_aggregate_is_gone_plus_workers(samples, gone)
+
+    # SIGHUP: both replaced gracefully; everything they counted stays (their final snapshot).
+    before = samples[("ferrocorn_requests_total", "")]
+    server.proc.send_signal(signal.SIGHUP)
+    assert server.wait_for_output(r"All workers replaced", timeout=60), server.output()
+    assert wait_until(lambda: len(started_pids(server)) >= 5, timeout=30)
+    newest = set(started_pids(server)[3:])
+    samples = scrape_until(
+        port,
+        lambda s: up_pids(s) == newest and set(per_worker(s, "ferrocorn_worker_up")) == newest
+        and s[("ferrocorn_worker_restarts_total", 'reason="reloaded"')] == 2,
+    )
+    assert samples[("ferrocorn_requests_total", "")] == before
+    assert samples[("ferrocorn_worker_restarts_total", 'reason="crashed"')] == 1
+    assert samples[("ferrocorn_workers", "")] == 2
+    # No descriptor of the replaced workers is left behind (pipes, metrics sockets).
+    assert wait_until(lambda: fd_count(server.pid) == fds, timeout=10), (fds, server.pid)
+    assert server.stop(signal.SIGTERM, timeout=30) == 0, server.output()
+
+
+def test_supervisor_keeps_counts_of_recycled_workers(server_factory):
+    server = server_factory(WORKERS_APP, "--workers", "2", "--metrics", "--metrics-port", "0",
+                            "--limit-max-requests", "20", "--no-access-log")
+    port = metrics_port(server)
+    assert wait_until(lambda: len(started_pids(server)) >= 2, timeout=30), server.output()
+    # No scrape while workers are recycled: what they counted reaches the supervisor only
+    # through the snapshot a worker sends when it stops.
+    sent = 0
+    deadline = time.monotonic() + 60
+    while sent < 100 or (len(set(started_pids(server))) < 4 and time.monotonic() < deadline):
+        get_pid(server.port)
+        sent += 1
+    assert wait_until(lambda: server.output().count("stopped: it exited with code 0") >= 2,
+                      timeout=30), server.output()
+    samples = scrape_until(port, lambda s: s[("ferrocorn_requests_total", "")] >= sent)
+    assert samples[("ferrocorn_requests_total", "")] == sent
+    assert samples[("ferrocorn_responses_total", 'status="200"')] == sent
+    assert samples[("ferrocorn_request_duration_seconds_count", "")] == sent
+    assert samples[("ferrocorn_worker_restarts_total", 'reason="recycled"')] >= 2
+    assert samples[("ferrocorn_worker_restarts_total", 'reason="crashed"')] == 0
+
+
+def test_supervisor_scrape_does_not_wait_for_a_stuck_worker(server_factory, tmp_path):
+    server = server_factory(WORKERS_APP, "--workers", "2", "--metrics", "--metrics-port", "0",
+                            "--no-access-log")
+    port = metrics_port(server)
+    assert wait_until(lambda: len(started_pids(server)) >= 2, timeout=30), server.output()
+    workers = set(started_pids(server))
+    scrape_until(port, lambda s: up_pids(s) == workers)
+    served = send_spread(server.port, workers)
+    before = supervisor_scrape(port)
+
+    release = tmp_path / "release"
+    result = []
+    thread = threading.Thread(
+        target=lambda: result.append(get_pid(server.port, f"/block?until={release}")))
+    thread.start()
+    try:
+        assert wait_until(lambda: os.path.exists(f"{release}.started"), timeout=30)
+        during = supervisor_scrape(port)  # answers although one worker cannot
+        ups = per_worker(during, "ferrocorn_worker_up")
+        assert set(ups) == workers and sorted(ups.values()) == [0, 1], ups
+        stuck = next(pid for pid, up in ups.items() if up == 0)
+        assert stuck not in per_worker(during, "ferrocorn_worker_requests_total")
+        # Its counters still count (its last answer); its request was not counted then.
+        assert during[("ferrocorn_requests_total", "")] == len(served)
+        assert httpx.get(f"http://127.0.0.1:{port}/health", timeout=30).status_code == 200
+    finally:
+        release.touch()
+        thread.join(60)
+    assert result == [stuck]
+    after = scrape_until(port, lambda s: up_pids(s) == workers)
+    assert after[("ferrocorn_requests_total", "")] == len(served) + 1
+    assert before[("ferrocorn_requests_total", "")] == len(served)
+    assert_aggregate_is_gone_plus_workers(after)
+
+
+def test_supervisor_health_waits_for_a_serving_worker(server_factory, tmp_path):
+    gate = tmp_path / "start"
+    server = server_factory(WORKERS_APP, "--workers", "2", "--metrics", "--metrics-port", "0",
+                            env={"TEST_WORKERS_STARTUP_WAIT": str(gate)})
+    port = metrics_port(server)
+    base = f"http://127.0.0.1:{port}"
+    # The workers are running but their lifespan startup waits: none serves yet.
+    assert wait_until(lambda: supervisor_scrape(port)[("ferrocorn_workers", "")] == 2,
+                      timeout=30)
+    resp = httpx.get(base + "/health", timeout=30)
+    assert resp.status_code == 503, resp.text
+    samples = supervisor_scrape(port)
+    assert set(per_worker(samples, "ferrocorn_worker_up").values()) == {0}
+    assert samples[("ferrocorn_requests_total", "")] == 0
+    gate.touch()
+    assert wait_until(
+        lambda: httpx.get(base + "/health", timeout=30).status_code == 200, timeout=30)
+    assert httpx.get(base + "/health", timeout=30).text == "ok"
+
+
+def test_supervisor_metrics_port_in_use_is_a_one_line_error():
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen(1)
+        port = taken.getsockname()[1]
+        proc = run_ferrocorn(WORKERS_APP, "--port", "0", "--workers", "2", "--metrics",
+                             "--metrics-port", str(port))
+    err = proc.stderr.decode()
+    assert proc.returncode == 1, err
+    assert "Traceback" not in err
+    assert f"Could not bind the metrics endpoint to 127.0.0.1:{port}" in err
+    assert "Started worker" not in err

@@ -610,10 +610,6 @@ class Config:
         self.metrics = bool(metrics)
         self.metrics_host = metrics_host
         self.metrics_port = _check_int("metrics_port", metrics_port, 0, 65535)
-        if self.metrics and self.workers > 1:
-            # Each worker counts its own requests; one endpoint for all of them needs the
-            # supervisor to collect them (metrics.py), which it does not do yet.
-            raise ConfigError("metrics are per worker for now: use them with workers=1.")
 
         self.ssl_certfile = _optional_path(ssl_certfile)
         self.ssl_keyfile = _optional_path(ssl_keyfile)

@@ -1,14 +1,13 @@
 """``--metrics``: request counters and a Prometheus text endpoint (``GET /metrics``, ``GET
-/health``) on its own port, served by a tiny ``asyncio`` server inside the worker.
+/health``) on its own port.
 
 Collection happens in a dedicated task wrapper (``_asgi``), chosen at start-up only when
 metrics are on, so the default request path pays nothing.
 
-Per worker, for now: every worker process counts its own requests and serves its own
-endpoint.  With several workers each one would need its own port, so the supervisor is meant to
-own the endpoint instead: workers send ``RequestMetrics.snapshot()`` (plain, picklable data),
-the supervisor combines them with ``merge_snapshots`` (or labels them by worker) and serves
-``render``.  Until then, run ``--metrics`` with one worker.
+One process (no supervisor): a tiny ``asyncio`` server inside the server process serves the
+endpoint.  With a supervisor (``--workers N`` > 1, ``--reload``), the supervisor serves it
+(``supervisor_metrics.py``) and asks each worker for its ``RequestMetrics.snapshot()`` over a
+private socket pair (``MetricsChannel``, the worker's side): workers use no port.
 
 Exposed families:
 
@@ -23,23 +22,38 @@ Exposed families:
   (they are not counted as requests, and their lifetimes stay out of the histogram);
 * ``ferrocorn_request_duration_seconds`` (histogram): from request arrival to the end of the
   app call.
+
+With a supervisor these are the sums over all workers (plus what workers that are gone had
+counted), and each family also comes per worker as ``ferrocorn_worker_<name>{worker, pid}``;
+see ``supervisor_metrics.py`` for those and the supervisor's own families.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import socket
 from bisect import bisect_left
 from typing import Any, Callable
 
+from .config import ConfigError
+
 __all__ = [
     "BUCKETS",
+    "MetricsChannel",
     "MetricsServer",
     "RequestMetrics",
     "bind_metrics_socket",
+    "counters_of",
+    "decode_snapshot",
+    "empty_snapshot",
+    "log_endpoint",
+    "encode_snapshot",
     "merge_snapshots",
+    "open_metrics_socket",
     "render",
+    "render_request_families",
 ]
 
 logger = logging.getLogger("ferrocorn.error")
@@ -86,9 +100,13 @@ class RequestMetrics:
         }
 
 
-def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
-    """Sum several workers' snapshots into one (counters, gauges and histograms all add)."""
-    merged: dict[str, Any] = {
+# Besides "responses" (counters) and "buckets" (the histogram).
+COUNTER_KEYS = ("requests_total", "duration_sum")
+GAUGE_KEYS = ("requests_in_flight", "open_connections", "websocket_connections")
+
+
+def empty_snapshot() -> dict[str, Any]:
+    return {
         "requests_total": 0,
         "requests_in_flight": 0,
         "responses": {},
@@ -97,15 +115,13 @@ def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
         "duration_sum": 0.0,
         "websocket_connections": 0,
     }
-    keys = (
-        "requests_total",
-        "requests_in_flight",
-        "open_connections",
-        "duration_sum",
-        "websocket_connections",
-    )
+
+
+def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
+    """Sum several workers' snapshots into one (counters, gauges and histograms all add)."""
+    merged = empty_snapshot()
     for snap in snapshots:
-        for key in keys:
+        for key in COUNTER_KEYS + GAUGE_KEYS:
             merged[key] += snap[key]
         for status, count in snap["responses"].items():
             merged["responses"][status] = merged["responses"].get(status, 0) + count
@@ -113,46 +129,108 @@ def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
     return merged
 
 
+def counters_of(snapshot: dict[str, Any]) -> dict[str, Any]:
+    """``snapshot`` with its gauges zeroed: what a worker that is gone still contributes."""
+    counters = dict(snapshot, responses=dict(snapshot["responses"]))
+    counters["buckets"] = list(snapshot["buckets"])
+    for key in GAUGE_KEYS:
+        counters[key] = 0
+    return counters
+
+
+def encode_snapshot(snapshot: dict[str, Any]) -> bytes:
+    """A snapshot as one line of JSON (no newline) for the supervisor."""
+    return json.dumps(snapshot, separators=(",", ":")).encode()
+
+
+def decode_snapshot(data: bytes) -> dict[str, Any]:
+    """The inverse of ``encode_snapshot``; ValueError when ``data`` is not a snapshot."""
+    try:
+        raw = json.loads(data)
+        snap = {key: int(raw[key]) for key in ("requests_total",) + GAUGE_KEYS}
+        snap["duration_sum"] = float(raw["duration_sum"])
+        snap["responses"] = {int(k): int(v) for k, v in raw["responses"].items()}
+        snap["buckets"] = [int(v) for v in raw["buckets"]]
+    except (KeyError, TypeError, AttributeError) as exc:  # JSON errors are ValueErrors
+        raise ValueError(f"not a metrics snapshot: {exc!r}") from None
+    if len(snap["buckets"]) != len(BUCKETS) + 1:
+        raise ValueError("not a metrics snapshot: wrong number of buckets")
+    return snap
+
+
 def _bound(value: float) -> str:
     return repr(float(value))  # 0.005 -> "0.005", 1 -> "1.0"
 
 
+def _labelled(name: str, *labels: str) -> str:
+    """``name{a="1",b="2"}`` from the non-empty label texts (``a="1"``), or just ``name``."""
+    text = ",".join(label for label in labels if label)
+    return f"{name}{{{text}}}" if text else name
+
+
+def render_request_families(
+    series: list[tuple[str, dict[str, Any]]], prefix: str = "ferrocorn_", scope: str = ""
+) -> list[str]:
+    """The request families' lines, one sample set per ``(labels, snapshot)`` of ``series``
+    (``labels``: ``""`` or text like ``worker="0",pid="12"``); ``scope`` ends the HELP texts
+    (``", per worker"``)."""
+    lines: list[str] = []
+
+    def family(name: str, kind: str, text: str) -> str:
+        full = prefix + name
+        lines.extend((f"# HELP {full} {text}{scope}.", f"# TYPE {full} {kind}"))
+        return full
+
+    name = family("requests_total", "counter", "Requests handed to the application")
+    for labels, snap in series:
+        lines.append(f"{_labelled(name, labels)} {snap['requests_total']}")
+    name = family("responses_total", "counter", "Finished requests by response status code")
+    for labels, snap in series:
+        for status in sorted(snap["responses"]):
+            sample = _labelled(name, labels, f'status="{status}"')
+            lines.append(f"{sample} {snap['responses'][status]}")
+    for key, text in (
+        ("requests_in_flight", "Application calls in progress"),
+        ("open_connections", "Open client connections"),
+        ("websocket_connections", "WebSocket sessions the application is serving"),
+    ):
+        name = family(key, "gauge", text)
+        for labels, snap in series:
+            lines.append(f"{_labelled(name, labels)} {snap[key]}")
+    name = family(
+        "request_duration_seconds",
+        "histogram",
+        "Time from request arrival to the end of the application call",
+    )
+    for labels, snap in series:
+        cumulative = 0
+        for bound, count in zip((*map(_bound, BUCKETS), "+Inf"), snap["buckets"]):
+            cumulative += count
+            le = f'le="{bound}"'
+            lines.append(f"{_labelled(name + '_bucket', labels, le)} {cumulative}")
+        lines.append(f"{_labelled(name + '_sum', labels)} {snap['duration_sum']!r}")
+        lines.append(f"{_labelled(name + '_count', labels)} {cumulative}")
+    return lines
+
+
 def render(snapshot: dict[str, Any]) -> str:
     """The Prometheus text exposition format (0.0.4) of a snapshot."""
-    lines = [
-        "# HELP ferrocorn_requests_total Requests handed to the application.",
-        "# TYPE ferrocorn_requests_total counter",
-        f"ferrocorn_requests_total {snapshot['requests_total']}",
-        "# HELP ferrocorn_responses_total Finished requests by response status code.",
-        "# TYPE ferrocorn_responses_total counter",
-    ]
-    for status in sorted(snapshot["responses"]):
-        lines.append(
-            f'ferrocorn_responses_total{{status="{status}"}} {snapshot["responses"][status]}'
-        )
-    lines += [
-        "# HELP ferrocorn_requests_in_flight Application calls in progress.",
-        "# TYPE ferrocorn_requests_in_flight gauge",
-        f"ferrocorn_requests_in_flight {snapshot['requests_in_flight']}",
-        "# HELP ferrocorn_open_connections Open client connections.",
-        "# TYPE ferrocorn_open_connections gauge",
-        f"ferrocorn_open_connections {snapshot['open_connections']}",
-        "# HELP ferrocorn_websocket_connections WebSocket sessions the application is serving.",
-        "# TYPE ferrocorn_websocket_connections gauge",
-        f"ferrocorn_websocket_connections {snapshot['websocket_connections']}",
-        "# HELP ferrocorn_request_duration_seconds Time from request arrival to the end of "
-        "the application call.",
-        "# TYPE ferrocorn_request_duration_seconds histogram",
-    ]
-    cumulative = 0
-    for bound, count in zip((*map(_bound, BUCKETS), "+Inf"), snapshot["buckets"]):
-        cumulative += count
-        lines.append(f'ferrocorn_request_duration_seconds_bucket{{le="{bound}"}} {cumulative}')
-    lines += [
-        f"ferrocorn_request_duration_seconds_sum {snapshot['duration_sum']!r}",
-        f"ferrocorn_request_duration_seconds_count {cumulative}",
-    ]
-    return "\n".join(lines) + "\n"
+    return "\n".join(render_request_families([("", snapshot)])) + "\n"
+
+
+def log_endpoint(address: tuple[Any, ...]) -> None:
+    """The "Metrics on ..." line (tests wait for it to learn the port)."""
+    host, port = address[:2]
+    shown = f"[{host}]" if ":" in host else host
+    logger.info("Metrics on http://%s:%d/metrics and /health", shown, port)
+
+
+def open_metrics_socket(host: str, port: int) -> socket.socket:
+    """``bind_metrics_socket`` with the one-line error of a configuration problem."""
+    try:
+        return bind_metrics_socket(host, port)
+    except OSError as exc:
+        raise ConfigError(f"Could not bind the metrics endpoint to {host}:{port}: {exc}") from exc
 
 
 def bind_metrics_socket(host: str, port: int) -> socket.socket:
@@ -174,16 +252,25 @@ def bind_metrics_socket(host: str, port: int) -> socket.socket:
     return sock
 
 
-_REASONS = {200: "OK", 400: "Bad Request", 404: "Not Found", 405: "Method Not Allowed"}
+_REASONS = {
+    200: "OK",
+    400: "Bad Request",
+    404: "Not Found",
+    405: "Method Not Allowed",
+    503: "Service Unavailable",
+}
 _HEAD_TIMEOUT = 10.0
 
 
 class MetricsServer:
-    """Answers ``GET /metrics`` and ``GET /health`` (``200 ok``); one request per connection."""
+    """Answers ``GET /metrics`` and ``GET /health`` (``200 ok``); one request per connection.
+
+    The supervisor's endpoint (``supervisor_metrics``) overrides ``metrics_body`` and ``health``.
+    """
 
     def __init__(
         self,
-        metrics: RequestMetrics,
+        metrics: RequestMetrics | None,
         sock: socket.socket,
         open_connections: Callable[[], int] = lambda: 0,
     ) -> None:
@@ -207,13 +294,21 @@ class MetricsServer:
             self.sock.close()
 
     def body(self) -> bytes:
+        assert self.metrics is not None
         try:
             connections = self.open_connections()
         except Exception:  # the core is gone (shutting down)
             connections = 0
         return render(self.metrics.snapshot(connections)).encode()
 
-    def respond(self, head: bytes) -> tuple[int, str, bytes, bool]:
+    async def metrics_body(self) -> bytes:
+        return self.body()
+
+    def health(self) -> tuple[int, bytes]:
+        """(status, body) of ``GET /health``: this process serves, or it would not answer."""
+        return 200, b"ok"
+
+    async def respond(self, head: bytes) -> tuple[int, str, bytes, bool]:
         """(status, content type, body, send the body?) for a request head."""
         parts = head.split(b"\r\n", 1)[0].split()
         if len(parts) != 3 or not parts[2].startswith(b"HTTP/"):
@@ -224,8 +319,9 @@ class MetricsServer:
         if method not in (b"GET", b"HEAD"):
             return 405, "text/plain", b"method not allowed\n", True
         if path == b"/health":
-            return 200, "text/plain", b"ok", method == b"GET"
-        return 200, CONTENT_TYPE, self.body(), method == b"GET"
+            status, body = self.health()
+            return status, "text/plain", body, method == b"GET"
+        return 200, CONTENT_TYPE, await self.metrics_body(), method == b"GET"
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         try:
@@ -233,7 +329,7 @@ class MetricsServer:
                 head = await asyncio.wait_for(reader.readuntil(b"\r\n\r\n"), _HEAD_TIMEOUT)
             except (asyncio.IncompleteReadError, asyncio.LimitOverrunError, asyncio.TimeoutError):
                 return
-            status, content_type, body, with_body = self.respond(head)
+            status, content_type, body, with_body = await self.respond(head)
             head = (
                 f"HTTP/1.1 {status} {_REASONS[status]}\r\n"
                 f"Content-Type: {content_type}\r\n"
@@ -248,3 +344,58 @@ class MetricsServer:
             logger.debug("Metrics endpoint: %s", exc)
         finally:
             writer.close()
+
+
+# The channel protocol (one line each way): the supervisor writes ``<id>\n`` (decimal digits), the
+# worker answers ``<id> <snapshot JSON>\n``; once its core is closed it also writes
+# ``final <snapshot JSON>\n``, unasked, so that what it counted since the last scrape is not lost.
+FINAL_TAG = b"final"
+
+
+class MetricsChannel:
+    """A worker's side of its socket pair with the supervisor: answers snapshot requests."""
+
+    def __init__(self, sock: socket.socket, snapshot: Callable[[], dict[str, Any]]) -> None:
+        self.sock = sock
+        self.snapshot = snapshot
+        self._writer: asyncio.StreamWriter | None = None
+        self._task: asyncio.Task[None] | None = None
+
+    async def start(self) -> None:
+        self.sock.setblocking(False)
+        reader, self._writer = await asyncio.open_connection(sock=self.sock)
+        self._task = asyncio.ensure_future(self._answer(reader, self._writer))
+
+    async def _answer(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        try:
+            while True:
+                line = await reader.readline()
+                if not line.endswith(b"\n"):
+                    return  # EOF: the supervisor is gone
+                tag = line.strip()
+                if tag.isdigit():
+                    writer.write(tag + b" " + encode_snapshot(self.snapshot()) + b"\n")
+                    await writer.drain()
+        except (OSError, ValueError) as exc:  # ValueError: an overlong line (not ours)
+            logger.debug("Metrics channel: %s", exc)
+
+    async def send_final(self, timeout: float = 1.0) -> None:
+        """Tell the supervisor the last counts (after the core closed: they are final)."""
+        writer = self._writer
+        if writer is None:
+            return
+        try:
+            writer.write(FINAL_TAG + b" " + encode_snapshot(self.snapshot()) + b"\n")
+            await asyncio.wait_for(writer.drain(), timeout)
+        except (OSError, asyncio.TimeoutError) as exc:
+            logger.debug("Metrics channel: %s", exc)
+
+    def close(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            self._task = None
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+        else:
+            self.sock.close()

@@ -15,7 +15,7 @@ from ._asgi import select_wrapper
 from ._ferrocorn import Core
 from .config import Config, ConfigError
 from .lifespan import Lifespan
-from .metrics import MetricsServer, RequestMetrics, bind_metrics_socket
+from .metrics import MetricsServer, RequestMetrics, log_endpoint, open_metrics_socket
 from .proxy_headers import ProxyHeadersMiddleware
 
 logger = logging.getLogger("ferrocorn.error")
@@ -39,6 +39,7 @@ class Server:
         self.bound_addresses: list[tuple[Any, ...]] = []
         self._core: Core | None = None
         self._unix_path: str | None = None
+        self.metrics: RequestMetrics | None = None  # with --metrics: what the wrapper counts
         self._metrics_server: MetricsServer | None = None
 
     # ------------------------------------------------------------------ running
@@ -95,23 +96,19 @@ class Server:
         else:
             self.bound_addresses.append(sock.getsockname()[:2])
         if config.metrics:
+            self.metrics = RequestMetrics()
             try:
-                metrics_sock = bind_metrics_socket(config.metrics_host, config.metrics_port)
-            except OSError as exc:
+                self._open_metrics_endpoint()
+            except ConfigError:
                 sock.close()
-                raise ConfigError(
-                    f"Could not bind the metrics endpoint to "
-                    f"{config.metrics_host}:{config.metrics_port}: {exc}"
-                ) from exc
-            self._metrics_server = MetricsServer(RequestMetrics(), metrics_sock, self._connections)
+                raise
         # The task wrapper for the features that are on. With proxy headers, a second pair that
         # applies them: the core picks it only for requests that carry a forwarding header, so
         # the others pay nothing for the feature.
-        metrics = self._metrics_server.metrics if self._metrics_server is not None else None
         wrapper_options = {
             "access_log": config.access_log,
             "log_format": config.compiled_access_log_format,
-            "metrics": metrics,
+            "metrics": self.metrics,
         }
         app, run_asgi = select_wrapper(config.loaded_app, **wrapper_options)
         forwarded_app = forwarded_run_asgi = None
@@ -167,14 +164,23 @@ class Server:
     def _connections(self) -> int:
         return self._core.active_connections() if self._core is not None else 0
 
+    def _open_metrics_endpoint(self) -> None:
+        """Bind the endpoint (overridden by worker.WorkerServer: the supervisor serves it)."""
+        sock = open_metrics_socket(self.config.metrics_host, self.config.metrics_port)
+        self._metrics_server = MetricsServer(self.metrics, sock, self._connections)
+
+    async def _stop_metrics(self) -> None:
+        """After the core closed (overridden by worker.WorkerServer)."""
+        if self._metrics_server is not None:
+            self._metrics_server.close()
+            self._metrics_server = None
+
     async def _start_metrics(self) -> None:
         metrics_server = self._metrics_server
         if metrics_server is None:
             return
         await metrics_server.start()
-        host, port = metrics_server.address[:2]
-        shown = f"[{host}]" if ":" in host else host
-        logger.info("Metrics on http://%s:%d/metrics and /health", shown, port)
+        log_endpoint(metrics_server.address)
 
     def _max_requests_reached(self) -> bool:
         limit = self.config.limit_max_requests
@@ -220,9 +226,7 @@ class Server:
             await asyncio.sleep(_TICK)
         core.close()
         self._core = None
-        if self._metrics_server is not None:
-            self._metrics_server.close()
-            self._metrics_server = None
+        await self._stop_metrics()
         # Give app tasks whose connections were just closed a moment to observe it.
         await asyncio.sleep(0)
 

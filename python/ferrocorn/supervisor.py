@@ -28,6 +28,8 @@ socket and runs worker processes that serve it.
   failed lifespan startup, else 1).  With ``--reload`` there is no such limit: the supervisor waits
   for the next file change instead.
 - A worker at its request limit keeps serving until its replacement serves, then is stopped.
+- ``--metrics``: the supervisor serves the endpoint and collects the workers' counts over a
+  socket pair per worker (``supervisor_metrics.py``).
 - Signals: SIGTERM/SIGINT stop the workers gracefully and exit 0 (a second SIGINT kills them);
   SIGHUP replaces the workers one at a time (start a new one, wait until it is serving, then
   stop the old one); SIGTTIN/SIGTTOU add/remove a worker.
@@ -56,7 +58,9 @@ from pathlib import PurePath
 from typing import Any, Callable
 
 from .config import Config, ConfigError, socket_kind
+from .metrics import log_endpoint, open_metrics_socket
 from .server import EXIT_CONFIG_ERROR, EXIT_OK, EXIT_STARTUP_FAILED, log_listening
+from .supervisor_metrics import SupervisorMetrics
 from .worker import PAYLOAD_ENV, READY_LINE, RECYCLE_LINE, encode_payload
 
 logger = logging.getLogger("ferrocorn.error")
@@ -102,6 +106,7 @@ class _Worker:
         "ready",
         "recycle",
         "replaces",
+        "retire_reason",
         "retiring",
         "slot",
         "started",
@@ -116,6 +121,7 @@ class _Worker:
         self.ready = False  # it wrote "ready"
         self.recycle = False  # it wrote "recycle": wants a replacement
         self.retiring = False  # asked to stop (SIGTERM sent)
+        self.retire_reason: str | None = None  # why, when it is a restart ("recycled", ...)
         self.judged = False  # its start was counted as a success
         self.replaces: _Worker | None = None  # the worker it replaces once it serves
         self.for_sighup = False  # ... as part of a SIGHUP restart
@@ -143,6 +149,7 @@ class Supervisor:
         self._reload_at: float | None = None
         self._changes: set[str] = set()
         self._wait_for_change = False  # --reload: the app failed to start; wait for an edit
+        self._metrics: SupervisorMetrics | None = None  # --metrics: the endpoint
 
     # ------------------------------------------------------------------ running
 
@@ -157,6 +164,9 @@ class Supervisor:
             if config.reload:
                 self._reloader = _Reloader(config, self._wake)
             self._bind()
+            if config.metrics:
+                sock = open_metrics_socket(config.metrics_host, config.metrics_port)
+                self._metrics = SupervisorMetrics(sock, lambda: self.target)
         except ConfigError as exc:
             logger.error("%s", exc)
             self._close_sockets()
@@ -164,6 +174,9 @@ class Supervisor:
         try:
             with self._signals():
                 self._log_started()
+                if self._metrics is not None:
+                    self._metrics.start()
+                    log_endpoint(self._metrics.address)
                 if self._reloader is not None:
                     self._reloader.start()
                 self._loop()
@@ -173,6 +186,8 @@ class Supervisor:
             for worker in self.workers:  # only after an unexpected error
                 worker.proc.kill()
                 worker.proc.wait()
+            if self._metrics is not None:
+                self._metrics.stop()
             self._close_sockets()
             self._selector.close()
         return self.exit_code
@@ -401,19 +416,31 @@ class Supervisor:
             argv += ["--limit-max-requests", str(limit)]
         env = dict(os.environ)
         env[PAYLOAD_ENV] = self._payload
+        pass_fds = [listen_fd, write_fd]
+        ours = theirs = None  # --metrics: the socket pair (our end, the worker's end)
         try:
-            proc = subprocess.Popen(argv, env=env, pass_fds=(listen_fd, write_fd))
+            if self._metrics is not None:
+                ours, theirs = socket.socketpair()
+                argv += ["--metrics-fd", str(theirs.fileno())]
+                pass_fds.append(theirs.fileno())
+            proc = subprocess.Popen(argv, env=env, pass_fds=pass_fds)
         except OSError as exc:
             os.close(read_fd)
+            if ours is not None:
+                ours.close()
             logger.error("Could not start a worker: %s", exc)
             self._note_failed_start(EXIT_CONFIG_ERROR)
             return None
         finally:
             os.close(write_fd)
+            if theirs is not None:
+                theirs.close()
         os.set_blocking(read_fd, False)
         worker = _Worker(proc, read_fd, slot)
         self._selector.register(read_fd, selectors.EVENT_READ, worker)
         self.workers.append(worker)
+        if self._metrics is not None and ours is not None:
+            self._metrics.add_worker(slot, proc.pid, ours)
         return worker
 
     def _read_pipe(self, worker: _Worker) -> None:
@@ -430,8 +457,10 @@ class Supervisor:
             self._close_pipe(worker)
             return
         for line in data.splitlines(keepends=True):
-            if line == READY_LINE:
+            if line == READY_LINE and not worker.ready:
                 worker.ready = True
+                if self._metrics is not None:
+                    self._metrics.worker_ready(worker.pid)
             elif line == RECYCLE_LINE and not worker.recycle:
                 worker.recycle = True
                 logger.info("Worker [%d] reached its request limit: replacing it.", worker.pid)
@@ -443,7 +472,10 @@ class Supervisor:
                 self._selector.unregister(fd)
             os.close(fd)
 
-    def _terminate(self, worker: _Worker) -> None:
+    def _terminate(self, worker: _Worker, reason: str | None = None) -> None:
+        """SIGTERM ``worker``; ``reason``: why, when it is a restart (see supervisor_metrics)."""
+        if not worker.retiring:
+            worker.retire_reason = reason
         worker.retiring = True
         with contextlib.suppress(OSError):
             worker.proc.send_signal(signal.SIGTERM)
@@ -457,7 +489,17 @@ class Supervisor:
                 self._read_pipe(worker)  # a line still in the pipe counts
             self._close_pipe(worker)
             self.workers.remove(worker)
+            if self._metrics is not None:
+                self._metrics.worker_exited(worker.pid, self._restart_reason(worker))
             self._on_exit(worker, code)
+
+    def _restart_reason(self, worker: _Worker) -> str | None:
+        """Why ``worker`` (which just exited) is replaced; None when it is not."""
+        if self._stopping:
+            return None
+        if worker.retiring:
+            return worker.retire_reason  # None after SIGTTOU
+        return "crashed"
 
     def _on_exit(self, worker: _Worker, code: int) -> None:
         how = _describe_exit(code)
@@ -580,7 +622,7 @@ class Supervisor:
             old, new.replaces = new.replaces, None
             if old is not None and old in self.workers and not old.retiring:
                 logger.info("Worker [%d] is serving: stopping worker [%d].", new.pid, old.pid)
-                self._terminate(old)
+                self._terminate(old, "reloaded" if new.for_sighup else "recycled")
         if self._rolling and not self._roll_queue:
             self._rolling = False
             logger.info("All workers replaced.")
@@ -625,7 +667,7 @@ class Supervisor:
         self._rolling = False
         for worker in self.workers:
             if not worker.retiring:
-                self._terminate(worker)
+                self._terminate(worker, "reloaded")
 
 
 def _ignore_signal(sig: int, frame: Any) -> None:

@@ -6,6 +6,10 @@ The worker serves like the single-process server, except that it logs ``Started 
 instead of the address, writes ``ready`` on the pipe once it is serving, asks for a replacement
 (``recycle``) instead of exiting when it reaches ``--limit-max-requests`` (the supervisor stops
 it once the replacement serves), and stops by itself when the supervisor goes away.
+
+With ``--metrics`` the supervisor serves the endpoint; the worker counts as usual and answers
+the supervisor's snapshot requests on its end of a socket pair (``--metrics-fd``), binding no
+port of its own.
 """
 
 from __future__ import annotations
@@ -16,12 +20,14 @@ import logging
 import os
 import pickle
 import signal
+import socket
 import sys
 import threading
 import time
 from typing import Any
 
 from .config import Config, ConfigError
+from .metrics import MetricsChannel
 from .server import EXIT_CONFIG_ERROR, Server, run_server
 
 logger = logging.getLogger("ferrocorn.error")
@@ -49,11 +55,39 @@ class WorkerServer(Server):
     """A ``Server`` that talks to the supervisor through a pipe instead of printing the address
     (the supervisor printed it once) and of exiting at the request limit."""
 
-    def __init__(self, config: Config, pipe_fd: int | None, listen_fd: int | None = None) -> None:
+    def __init__(
+        self,
+        config: Config,
+        pipe_fd: int | None,
+        listen_fd: int | None = None,
+        metrics_fd: int | None = None,
+    ) -> None:
         super().__init__(config)
         self._pipe_fd = pipe_fd
         self._listen_fd = listen_fd
+        self._metrics_fd = metrics_fd
+        self._metrics_channel: MetricsChannel | None = None
         self._recycle_asked = False
+
+    def _open_metrics_endpoint(self) -> None:
+        fd, self._metrics_fd = self._metrics_fd, None
+        if fd is None:
+            return  # not started by a supervisor that collects: count, serve nothing
+        metrics = self.metrics
+        assert metrics is not None
+        self._metrics_channel = MetricsChannel(
+            socket.socket(fileno=fd), lambda: metrics.snapshot(self._connections())
+        )
+
+    async def _start_metrics(self) -> None:
+        if self._metrics_channel is not None:
+            await self._metrics_channel.start()
+
+    async def _stop_metrics(self) -> None:
+        channel, self._metrics_channel = self._metrics_channel, None
+        if channel is not None:
+            await channel.send_final()
+            channel.close()
 
     def _tell_supervisor(self, line: bytes) -> bool:
         """Write ``line`` on the pipe; False when the supervisor cannot hear it."""
@@ -110,8 +144,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--fd", type=int, required=True, help="the listening socket")
     parser.add_argument("--ready-fd", type=int, required=True, help="pipe for the ready line")
     parser.add_argument("--limit-max-requests", type=int, default=None)
+    parser.add_argument("--metrics-fd", type=int, default=None, help="socket for metrics")
     args = parser.parse_args(argv)
     os.set_inheritable(args.ready_fd, False)  # not for the app's own subprocesses
+    if args.metrics_fd is not None:
+        os.set_inheritable(args.metrics_fd, False)
 
     encoded = os.environ.pop(PAYLOAD_ENV, None)
     try:
@@ -142,7 +179,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         logger.error("%s", exc)
         return EXIT_CONFIG_ERROR
-    server = WorkerServer(config, args.ready_fd, args.fd)
+    server = WorkerServer(config, args.ready_fd, args.fd, args.metrics_fd)
     threading.Thread(
         target=_watch_parent,
         args=(payload["supervisor_pid"],),
