@@ -1,10 +1,15 @@
 """Soak run: a mixed load against a ferrocorn server this script starts, watching for leaks.
 
     python benchmarks/soak.py [--duration 600] [--workers 4] [--interval 10]
+                               [--wrk-connections 64]
 
 Each worker thread loops over a random mix of GET ``/``, POST ``/echo`` (random body, checked),
 a streamed download (``/stream``, size checked) and a WebSocket echo session (``websockets``
 sync client, a few text/binary messages, checked), against ``benchmarks/soak_app.py``.
+With ``--wrk-connections N`` a ``wrk`` process adds bulk load for the whole run: N keep-alive
+connections mixing GET ``/`` and POST ``/echo`` (a 1 KiB body), every response checked by a Lua
+hook for status 200 and the exact body length (millions of requests in a ten-minute run, which
+the Python threads alone cannot produce).
 Every ``--interval`` seconds the server's RSS (VmRSS), open fds (/proc/PID/fd) and asyncio
 task count (the app's ``/tasks`` route) are sampled.
 
@@ -21,7 +26,11 @@ import http.client
 import json
 import os
 import random
+import re
+import shutil
+import subprocess
 import sys
+import tempfile
 import threading
 import time
 
@@ -149,6 +158,70 @@ class Worker(threading.Thread):
             self.conn.close()
 
 
+WRK_ECHO_SIZE = 1024
+# Every 4th request is a POST /echo; a response is wrong unless it is a 200 with the body
+# length of one of the two routes (responses on a connection come back in request order, but
+# wrk's Lua state is per thread, not per connection, so the length is the check).
+WRK_SCRIPT = """
+local n = 0
+bad = 0  -- global: done() reads it from each thread
+local get = wrk.format("GET", "/")
+local echo = wrk.format("POST", "/echo", {["Content-Type"] = "application/octet-stream"},
+                        string.rep("e", %d))
+request = function()
+  n = n + 1
+  if n %% 4 == 0 then return echo end
+  return get
+end
+response = function(status, headers, body)
+  if status ~= 200 or (#body ~= 11 and #body ~= %d) then bad = bad + 1 end
+end
+done = function(summary, latency, requests)
+  local total = 0
+  for _, t in ipairs(threads) do total = total + t:get("bad") end
+  io.write(string.format("wrong responses: %%d\\n", total))
+end
+setup = function(thread) table.insert(threads, thread) end
+threads = {}
+""" % (WRK_ECHO_SIZE, WRK_ECHO_SIZE)
+
+
+class WrkLoad(threading.Thread):
+    """Bulk GET/echo load from wrk for ``duration`` seconds; ``result`` holds its counts."""
+
+    def __init__(self, port, connections, duration):
+        threading.Thread.__init__(self, daemon=True)
+        self.port, self.connections, self.duration = port, connections, duration
+        self.result = None
+
+    def run(self):
+        with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
+            f.write(WRK_SCRIPT)
+        try:
+            out = subprocess.run(
+                ["wrk", "-t1", "-c%d" % self.connections, "-d%ds" % max(1, int(self.duration)),
+                 "--timeout", "10s", "-s", f.name, "http://127.0.0.1:%d/" % self.port],
+                capture_output=True, text=True, timeout=self.duration + 120).stdout
+        finally:
+            os.unlink(f.name)
+        self.result = parse_wrk(out)
+
+
+def parse_wrk(out):
+    """Requests, socket errors, non-2xx and Lua-checked wrong responses from wrk's report."""
+    def number(pattern):
+        m = re.search(pattern, out)
+        return int(m.group(1)) if m else 0
+    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)",
+                       out)
+    return {
+        "requests": number(r"(\d+) requests in"),
+        "socket_errors": sum(int(g) for g in errors.groups()) if errors else 0,
+        "non_2xx": number(r"Non-2xx or 3xx responses: (\d+)"),
+        "wrong": number(r"wrong responses: (\d+)") if "wrong responses" in out else None,
+    }
+
+
 def quiescent(server, settle=1.5):
     """fds and tasks with no load running (lowest of a few samples)."""
     time.sleep(settle)
@@ -183,6 +256,8 @@ def main(argv=None):
                         help="fraction of the run before RSS is compared (default 0.2)")
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", help="also write the figures to this file")
+    parser.add_argument("--wrk-connections", type=int, default=0,
+                        help="add wrk bulk load with this many connections (default 0: off)")
     args = parser.parse_args(argv)
 
     server = start_server("benchmarks.soak_app:app", "--no-access-log", "--timeout-keep-alive",
@@ -198,9 +273,16 @@ def main(argv=None):
                             args.interval, base_fds, base_tasks), flush=True)
         workers = [Worker(server.port, stats, stop, args.seed * 1000 + i)
                    for i in range(args.workers)]
+        wrk = None
+        if args.wrk_connections:
+            if shutil.which("wrk") is None:
+                parser.error("--wrk-connections needs wrk (apt install wrk)")
+            wrk = WrkLoad(server.port, args.wrk_connections, args.duration)
         start = time.monotonic()
         for w in workers:
             w.start()
+        if wrk is not None:
+            wrk.start()
         next_sample = start + args.interval
         while True:
             now = time.monotonic()
@@ -213,7 +295,7 @@ def main(argv=None):
                 samples.append(sample)
                 with stats.lock:
                     done = sum(v for k, v in stats.counts.items()
-                               if k not in ("ws_messages", "errors"))
+                               if k not in ("ws_messages", "errors", "wrk"))
                 print("  t=%6.1fs rss=%d KiB fds=%d tasks=%d requests=%d errors=%d"
                       % (sample + (done, stats.counts.get("errors", 0))), flush=True)
                 next_sample += args.interval
@@ -223,6 +305,9 @@ def main(argv=None):
         stop.set()
         for w in workers:
             w.join(60)
+        if wrk is not None:
+            wrk.join(args.duration + 180)
+            stats.counts["wrk"] = wrk.result
         if server.proc.poll() is not None:
             if not failures:
                 failures.append("server died with code %s" % server.proc.returncode)
@@ -268,6 +353,14 @@ def main(argv=None):
             failures.append("tasks after the load %d > before %d + %d"
                             % (end_tasks, base_tasks, TASK_SLACK))
     print("soak: requests %s" % json.dumps(stats.counts, sort_keys=True))
+    bulk = stats.counts.get("wrk")
+    if args.wrk_connections:
+        if not bulk or not bulk["requests"]:
+            failures.append("wrk produced no requests")
+        elif bulk["socket_errors"] or bulk["non_2xx"] or bulk["wrong"]:
+            failures.append("wrk errors: %s" % json.dumps(bulk, sort_keys=True))
+        elif bulk["wrong"] is None:
+            failures.append("wrk did not report its response checks")
     if stats.errors:
         failures.append("%d request errors, first: %s"
                         % (stats.counts.get("errors", 0), stats.errors[:5]))
