@@ -176,7 +176,9 @@ pub async fn serve_connection<S>(
     };
     let ctx = Arc::new(ConnCtx::new(info, shared.clone(), flush_hint));
     let conn_ctx = ctx.clone();
-    let service = service_fn(move |req| handle_request(req, conn_ctx.clone()));
+    // Boxed per request: hyper keeps room for the service future in every connection for its
+    // whole life, so an unboxed ~2 KiB future would sit in each idle keep-alive connection.
+    let service = service_fn(move |req| Box::pin(handle_request(req, conn_ctx.clone())));
     let io = TokioIo::new(io);
     if http2 {
         ctx.disable_corking();

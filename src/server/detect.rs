@@ -70,6 +70,11 @@ impl<S: AsyncRead + Unpin> AsyncRead for Replay<S> {
             let n = this.prefix.len().min(buf.remaining());
             buf.put_slice(&this.prefix[..n]);
             this.prefix.advance(n);
+            if this.prefix.is_empty() {
+                // An advanced-to-the-end `Bytes` still holds the whole first-read buffer: let
+                // it go, or every idle connection keeps 4 KiB for nothing.
+                this.prefix = Bytes::new();
+            }
             return Poll::Ready(Ok(()));
         }
         Pin::new(&mut this.inner).poll_read(cx, buf)
