@@ -45,6 +45,11 @@ impl Default for Http2Settings {
 }
 use crate::ws::WsConfig;
 
+/// `--limit-request-body`: 1 GiB.
+pub const DEFAULT_LIMIT_REQUEST_BODY: u64 = 1 << 30;
+/// `--limit-request-line`: twice RFC 9112's recommended minimum request-line support (8000).
+pub const DEFAULT_LIMIT_REQUEST_LINE: usize = 16 * 1024;
+
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
     /// Add `Server: ferrocorn` unless the app set its own.
@@ -63,6 +68,14 @@ pub struct ServerConfig {
     pub keep_alive_timeout: Option<Duration>,
     /// Answer 503 instead of dispatching beyond this many requests in flight.
     pub limit_concurrency: Option<usize>,
+    /// Largest request body: a Content-Length above it gets 413 up front, a streamed body is
+    /// cut off (413, or an abort once the response started) when it grows past it.
+    pub limit_request_body: Option<u64>,
+    /// How long the server waits for the next piece of a request body while the app waits in
+    /// `receive()` (408, or an abort once the response started).
+    pub request_body_timeout: Option<Duration>,
+    /// Longest request-target (path and query; HTTP/2 `:path`): longer ones get 414.
+    pub limit_request_line: Option<usize>,
     pub http: HttpMode,
     pub http2: Http2Settings,
     /// Serve TLS on every listener when set.
@@ -83,6 +96,9 @@ impl Default for ServerConfig {
             keep_alive: true,
             keep_alive_timeout: Some(Duration::from_secs(5)),
             limit_concurrency: None,
+            limit_request_body: Some(DEFAULT_LIMIT_REQUEST_BODY),
+            request_body_timeout: Some(Duration::from_secs(60)),
+            limit_request_line: Some(DEFAULT_LIMIT_REQUEST_LINE),
             http: HttpMode::Auto,
             http2: Http2Settings::default(),
             tls: None,

@@ -207,7 +207,10 @@ impl Core {
         app, event_loop, run_asgi, *, forwarded_app=None, forwarded_run_asgi=None, state=None, root_path="", server_header=true,
         date_header=true, headers=None, http1_max_header_size=65536, http1_max_headers=100,
         body_preread_limit=65536, header_read_timeout=Some(30.0), keep_alive=true,
-        keep_alive_timeout=Some(5.0), limit_concurrency=None, runtime_threads=1,
+        keep_alive_timeout=Some(5.0), limit_concurrency=None,
+        limit_request_body=Some(crate::config::DEFAULT_LIMIT_REQUEST_BODY),
+        timeout_request_body=Some(60.0),
+        limit_request_line=Some(crate::config::DEFAULT_LIMIT_REQUEST_LINE), runtime_threads=1,
         eager_tasks=None, tls=None, http="auto", http2_max_concurrent_streams=100,
         http2_initial_stream_window_size=1048576, http2_initial_connection_window_size=2097152,
         http2_max_frame_size=16384, http2_max_header_list_size=65536,
@@ -235,6 +238,9 @@ impl Core {
         keep_alive: bool,
         keep_alive_timeout: Option<f64>,
         limit_concurrency: Option<usize>,
+        limit_request_body: Option<u64>,
+        timeout_request_body: Option<f64>,
+        limit_request_line: Option<usize>,
         runtime_threads: usize,
         eager_tasks: Option<bool>,
         tls: Option<PyRef<'_, TlsConfig>>,
@@ -288,6 +294,9 @@ impl Core {
             keep_alive,
             keep_alive_timeout,
             limit_concurrency,
+            limit_request_body: limit_request_body.filter(|&n| n > 0),
+            request_body_timeout: seconds("timeout_request_body", timeout_request_body)?,
+            limit_request_line: limit_request_line.filter(|&n| n > 0),
             http,
             http2,
             tls,
@@ -426,6 +435,11 @@ impl Core {
                 Event::WebSocket(req) => self.dispatch_websocket(py, *req),
                 Event::WsReceive(ex) => WebSocketProtocol::on_receive_event(py, &ex),
                 Event::WsSendDone(ex) => WebSocketProtocol::on_send_done(py, &ex),
+                Event::Warning(message) => self
+                    .logger
+                    .bind(py)
+                    .call_method1("warning", (message.0.as_str(),))
+                    .map(drop),
             };
             if let Err(err) = result {
                 self.log_error(py, "Error while dispatching a request", err);

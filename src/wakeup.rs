@@ -27,7 +27,13 @@ pub enum Event {
     WebSocket(Box<PendingWebSocket>),
     WsReceive(Arc<Exchange<WsState>>),
     WsSendDone(Arc<Exchange<WsState>>),
+    /// A warning for the `ferrocorn.error` log (a request refused by a limit); rare, so the
+    /// text is boxed to keep the common events small.
+    Warning(Box<Warning>),
 }
+
+/// The text of an `Event::Warning`.
+pub struct Warning(pub String);
 
 pub struct Wakeup {
     queue: SegQueue<Event>,

@@ -20,6 +20,7 @@ ALL_FLAGS = [
     "--host", "--port", "--uds", "--fd", "--backlog", "--loop", "--lifespan", "--root-path",
     "--log-level", "--access-log", "--no-access-log", "--timeout-graceful-shutdown",
     "--factory", "--app-dir", "--no-server-header", "--no-date-header", "--header", "--version",
+    "--limit-request-body", "--limit-request-line", "--timeout-request-body",
 ]
 
 

@@ -362,6 +362,10 @@ def test_malformed_headers_rejected_at_construction(bad: Any) -> None:
         ({"log_level": "loud"}, "Invalid log_level 'loud'"),
         ({"uds_permissions": "rw"}, "Invalid uds_permissions 'rw'"),
         ({"runtime_threads": 0}, "Invalid runtime_threads 0"),
+        ({"limit_request_body": -1}, "Invalid limit_request_body -1: must be >= 0"),
+        ({"limit_request_body": "big"}, "Invalid limit_request_body 'big': expected an integer"),
+        ({"limit_request_line": -1}, "Invalid limit_request_line -1: must be >= 0"),
+        ({"timeout_request_body": -0.5}, "Invalid timeout_request_body -0.5: must be >= 0"),
         ({"uds": "/tmp/x.sock", "fd": 3}, "mutually exclusive"),
         ({"root_path": "api"}, "must start with '/'"),
     ],
@@ -625,6 +629,9 @@ def test_cli_reads_environment(fake_server: _FakeServer) -> None:
         "FERROCORN_UDS_PERMISSIONS": "640",
         "FERROCORN_RUNTIME_THREADS": "3",
         "FERROCORN_LIMIT_CONCURRENCY": "10",
+        "FERROCORN_LIMIT_REQUEST_BODY": "2048",
+        "FERROCORN_LIMIT_REQUEST_LINE": "0",
+        "FERROCORN_TIMEOUT_REQUEST_BODY": "none",
     }
     result = _runner().invoke(cli.main, [], env=env)
     assert result.exit_code == 0, result.output
@@ -642,6 +649,9 @@ def test_cli_reads_environment(fake_server: _FakeServer) -> None:
     assert config.uds_permissions == 0o640
     assert config.runtime_threads == 3
     assert config.limit_concurrency == 10
+    assert config.limit_request_body == 2048
+    assert config.limit_request_line == 0
+    assert config.timeout_request_body is None
 
 
 def test_cli_defaults_and_flags_beat_environment(fake_server: _FakeServer) -> None:
@@ -665,6 +675,9 @@ def test_cli_defaults_and_flags_beat_environment(fake_server: _FakeServer) -> No
         "timeout_keep_alive",
         "max_header_size",
         "body_preread_limit",
+        "limit_request_body",
+        "limit_request_line",
+        "timeout_request_body",
         "app_dir",
     ):
         assert getattr(config, name) == getattr(reference, name), name
@@ -718,3 +731,4 @@ def test_cli_help_shows_sections_and_env_vars() -> None:
         assert section in result.output
     assert "FERROCORN_TIMEOUT_GRACEFUL_SHUTDOWN" in result.output
     assert "FERROCORN_HEADER" in result.output
+    assert "FERROCORN_LIMIT_REQUEST_BODY" in result.output

@@ -56,10 +56,13 @@ _SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
         (
             "limit_concurrency",
             "limit_max_requests",
+            "limit_request_body",
+            "limit_request_line",
             "max_header_size",
             "max_headers",
             "body_preread_limit",
             "header_read_timeout",
+            "timeout_request_body",
         ),
     ),
     (
@@ -272,6 +275,19 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     help="Exit after serving this many requests (a supervisor restarts the worker).",
 )
 @_option(
+    "--limit-request-body",
+    type=int,
+    default=_DEFAULTS["limit_request_body"],
+    help="Answer 413 to request bodies larger than this many bytes (0: no limit).",
+)
+@_option(
+    "--limit-request-line",
+    type=int,
+    default=_DEFAULTS["limit_request_line"],
+    help="Answer 414 to request-targets (path and query) longer than this many bytes "
+    "(0: no limit).",
+)
+@_option(
     "--max-header-size",
     type=int,
     default=_DEFAULTS["max_header_size"],
@@ -294,6 +310,13 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     type=float,
     default=_DEFAULTS["header_read_timeout"],
     help="Seconds a client has to send the request head.",
+)
+@_option(
+    "--timeout-request-body",
+    type=_Seconds(),
+    default=_DEFAULTS["timeout_request_body"],
+    help="Answer 408 when the next piece of a request body takes longer than this while "
+    "the app waits for it (0 or 'none': no limit).",
 )
 # TLS
 @_option(

@@ -473,6 +473,9 @@ class Config:
         env_file: str | os.PathLike[str] | None = None,
         limit_concurrency: int | None = None,
         limit_max_requests: int | None = None,
+        limit_request_body: int | None = 1073741824,
+        limit_request_line: int | None = 16384,
+        timeout_request_body: float | None = 60.0,
         max_header_size: int = 65536,
         max_headers: int = 100,
         body_preread_limit: int = 65536,
@@ -557,6 +560,14 @@ class Config:
         self.env_file = os.fspath(env_file) if env_file is not None else None
         self.limit_concurrency = _check_optional_int("limit_concurrency", limit_concurrency, 1)
         self.limit_max_requests = _check_optional_int("limit_max_requests", limit_max_requests, 1)
+        # These three: None or 0 turns the limit off.
+        self.limit_request_body = _check_optional_int("limit_request_body", limit_request_body, 0)
+        self.limit_request_line = _check_optional_int("limit_request_line", limit_request_line, 0)
+        self.timeout_request_body = (
+            None
+            if timeout_request_body is None
+            else _check_seconds("timeout_request_body", timeout_request_body)
+        )
         self.max_header_size = _check_int("max_header_size", max_header_size, 1024)
         self.max_headers = _check_int("max_headers", max_headers, 1)
         self.body_preread_limit = _check_int("body_preread_limit", body_preread_limit, 0)

@@ -91,19 +91,28 @@ pub fn error_response(
     status: StatusCode,
     guard: Option<CloseGuard>,
 ) -> http::Response<ResponseBody> {
-    let text = status.canonical_reason().unwrap_or("Error");
+    // RFC 9110 renamed 413; the http crate still has the RFC 7231 name.
+    let renamed = (status == StatusCode::PAYLOAD_TOO_LARGE).then_some("Content Too Large");
+    let text = renamed.or(status.canonical_reason()).unwrap_or("Error");
     let mut headers = HeaderMap::new();
     headers.insert(
         CONTENT_TYPE,
         HeaderValue::from_static("text/plain; charset=utf-8"),
     );
     headers.insert(CONNECTION, HeaderValue::from_static("close"));
-    build_response(
+    let mut response = build_response(
         config,
         status,
         headers,
         ResponseBody::full(Bytes::from_static(text.as_bytes()), guard),
-    )
+    );
+    if let Some(reason) = renamed {
+        // The HTTP/1 status line's reason phrase (HTTP/2 has none).
+        response
+            .extensions_mut()
+            .insert(hyper::ext::ReasonPhrase::from_static(reason.as_bytes()));
+    }
+    response
 }
 
 /// The app's Content-Length and the body it sends disagree.
@@ -158,8 +167,28 @@ impl Channel for LoopState {
                     }
                     return request_message(py, &data, !last).map(Some);
                 }
-                Ok(InChunk::Failed) | Err(TryRecvError::Disconnected) => {
-                    st.body_failed = true;
+                Ok(InChunk::Failed(err)) => {
+                    st.body_failed = Some(err.status());
+                    st.body = RequestBody::Done;
+                    match st.response {
+                        ResponsePhase::Idle(_) | ResponsePhase::Held { .. } => {
+                            // tokio answers 400/413/408 itself: a response the app sends
+                            // after this disconnect could go nowhere, so send() says so.
+                            st.status = err.status().as_u16();
+                            st.response = ResponsePhase::Closed;
+                        }
+                        ResponsePhase::Streaming(_)
+                        | ResponsePhase::Trailers { tx: Some(_), .. } => {
+                            // tokio aborts the started response; dropping its sender here too
+                            // makes the app's next send() raise rather than race the abort.
+                            st.response = ResponsePhase::Closed;
+                        }
+                        _ => {}
+                    }
+                    return disconnect_message(py).map(Some);
+                }
+                Err(TryRecvError::Disconnected) => {
+                    st.body_failed = Some(StatusCode::BAD_REQUEST);
                     st.body = RequestBody::Done;
                     return disconnect_message(py).map(Some);
                 }
@@ -423,10 +452,10 @@ impl HttpProtocol {
     fn fail_response(&self, st: &mut LoopState) -> Option<&'static str> {
         match std::mem::replace(&mut st.response, ResponsePhase::Closed) {
             ResponsePhase::Idle(tx) | ResponsePhase::Held { tx, .. } => {
-                if self.ex.is_closed() || st.body_failed {
-                    // Nobody to answer, or tokio already answers 400 for the broken body.
-                    if st.body_failed {
-                        st.status = 400;
+                if self.ex.is_closed() || st.body_failed.is_some() {
+                    // Nobody to answer, or tokio already answers for the failed body.
+                    if let Some(status) = st.body_failed {
+                        st.status = status.as_u16();
                     }
                     return None;
                 }

@@ -55,8 +55,9 @@ pub struct LoopState {
     /// Futures of parked `receive()` and backpressured `send()` calls.
     pub waiters: Waiters,
     pub receive_called: bool,
-    /// The client sent a malformed body; tokio answers 400 itself.
-    pub body_failed: bool,
+    /// The request body failed (malformed, too large, too slow); tokio answers with this
+    /// status itself (400, 413, 408) unless the response had started.
+    pub body_failed: Option<StatusCode>,
     /// The app's own Content-Length, checked against the body it sends.
     pub declared_length: Option<u64>,
     pub is_head: bool,
@@ -77,7 +78,7 @@ impl LoopState {
             response: ResponsePhase::Idle(tx),
             waiters: Waiters::default(),
             receive_called: false,
-            body_failed: false,
+            body_failed: None,
             declared_length: None,
             is_head,
             trailers: false,

@@ -7,11 +7,10 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use http::HeaderMap;
 use http_body::{Body, Frame, SizeHint};
-use http_body_util::BodyExt;
-use hyper::body::Incoming;
 use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::http::exchange::{CloseGuard, Exchange};
+use crate::http::limits::{BodyError, BodyReader, Consumer, Piece};
 
 /// Request body chunks in flight to the loop thread; the channel is bounded, so a slow app
 /// stops tokio reading, which stops the client through TCP flow control.
@@ -20,60 +19,61 @@ pub enum InChunk {
         data: Bytes,
         last: bool,
     },
-    /// The client broke the body (bad chunk encoding, reset, timeout).
-    Failed,
+    /// The body ended early: broken by the client, too large, or too slow.
+    Failed(BodyError),
 }
 
 pub const REQUEST_BODY_QUEUE: usize = 4;
 
-/// Moves a streamed request body from hyper to the app's `receive()`. When the client breaks
-/// the body, `failed` fires first (the service then answers 400), and only then does the app
-/// see `http.disconnect`, so its reaction cannot race the 400.
+/// Moves a streamed request body from hyper to the app's `receive()`. When the body fails,
+/// `failed` fires first (the service then answers 400/413/408, or aborts a response that
+/// already started), and only then does the app see `http.disconnect`, so its reaction cannot
+/// race that answer. Returns the failure, for the log.
 pub async fn pump_request_body(
-    mut body: Incoming,
+    mut reader: BodyReader,
     tx: mpsc::Sender<InChunk>,
     exchange: Arc<Exchange>,
     start: Option<Arc<Notify>>,
-    failed: oneshot::Sender<()>,
-) {
+    failed: oneshot::Sender<BodyError>,
+) -> Option<BodyError> {
     if let Some(start) = start {
         // Expect: 100-continue — hyper answers 100 on the first poll, so wait for the app.
         start.notified().await;
         if tx.is_closed() {
-            return; // The app finished without reading: never ask for the body.
+            return None; // The app finished without reading: never ask for the body.
         }
     }
+    // The idle timeout counts only while the app waits in receive(): a body held back by a
+    // busy app (backpressure) is not the client's fault.
+    let consumer = || {
+        if tx.is_closed() {
+            Consumer::Gone
+        } else if exchange.receive_waiting() {
+            Consumer::Waiting
+        } else {
+            Consumer::Busy
+        }
+    };
     loop {
-        let chunk = match body.frame().await {
-            Some(Ok(frame)) => match frame.into_data() {
-                Ok(data) => {
-                    let last = body.is_end_stream();
-                    if data.is_empty() && !last {
-                        continue;
-                    }
-                    InChunk::Data { data, last }
+        match reader.next(consumer).await {
+            Piece::Data { data, last } => {
+                if tx.send(InChunk::Data { data, last }).await.is_err() {
+                    return None; // The app is done with the request; drop the rest.
                 }
-                Err(_) => continue, // trailers: not surfaced to ASGI over HTTP/1.1
-            },
-            Some(Err(_)) => InChunk::Failed,
-            None => InChunk::Data {
-                data: Bytes::new(),
-                last: true,
-            },
-        };
-        if matches!(chunk, InChunk::Failed) {
-            let _ = failed.send(());
-            let _ = tx.send(chunk).await;
-            exchange.wake_receiver();
-            return;
-        }
-        let done = matches!(chunk, InChunk::Data { last: true, .. });
-        if tx.send(chunk).await.is_err() {
-            return; // The app is done with the request; drop the rest.
-        }
-        exchange.wake_receiver();
-        if done {
-            return;
+                exchange.wake_receiver();
+                if last {
+                    return None;
+                }
+            }
+            Piece::Failed(err) => {
+                // Stop reading first: hyper then closes (HTTP/1) or resets (HTTP/2) the rest.
+                drop(reader);
+                let _ = failed.send(err);
+                let _ = tx.send(InChunk::Failed(err)).await;
+                exchange.wake_receiver();
+                return Some(err);
+            }
+            Piece::Abandoned => return None,
         }
     }
 }

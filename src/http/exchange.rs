@@ -91,6 +91,11 @@ impl<S: ExchangeState> Exchange<S> {
         self.flags.fetch_and(!RECV_WAITING, Ordering::SeqCst);
     }
 
+    /// tokio side: whether a `receive()` is parked waiting for the next change.
+    pub fn receive_waiting(&self) -> bool {
+        self.flags.load(Ordering::SeqCst) & RECV_WAITING != 0
+    }
+
     /// tokio side: something changed; wake the loop only if a receive() is parked.
     pub fn wake_receiver(self: &Arc<Self>) {
         if self.flags.fetch_and(!RECV_WAITING, Ordering::SeqCst) & RECV_WAITING != 0 {

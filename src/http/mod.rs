@@ -3,3 +3,4 @@
 pub mod body;
 pub mod exchange;
 pub mod headers;
+pub mod limits;

@@ -2,6 +2,7 @@
 //! the loop thread, and waits for the app's response.
 
 use std::convert::Infallible;
+use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
@@ -11,7 +12,6 @@ use std::time::{Duration, Instant};
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, Version};
 use http_body::{Body, Frame, SizeHint};
-use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use tokio::sync::{mpsc, oneshot, Notify};
 
@@ -20,10 +20,11 @@ use crate::asgi::state::{LoopState, RequestBody};
 use crate::http::body::{pump_request_body, BodyAborted, ResponseBody, REQUEST_BODY_QUEUE};
 use crate::http::exchange::{CloseGuard, Exchange};
 use crate::http::headers::{add_host_from_authority, expects_continue};
+use crate::http::limits::{BodyError, BodyReader};
 use crate::server::cork::FlushHint;
 use crate::server::request::{ConnInfo, PendingRequest};
 use crate::server::ServerShared;
-use crate::wakeup::Event;
+use crate::wakeup::{Event, Warning};
 use crate::ws::handshake::is_upgrade;
 use crate::ws::session::handle_upgrade;
 
@@ -87,6 +88,26 @@ impl Drop for InFlight {
 pub struct TrackedBody {
     inner: ResponseBody,
     in_flight: Option<InFlight>,
+    /// For a streamed response to a streamed request: fires when the request body fails
+    /// (too large, too slow, broken) after the response started, which can then only be
+    /// aborted.
+    body_failed: Option<oneshot::Receiver<BodyError>>,
+}
+
+impl TrackedBody {
+    fn new(
+        response: Response<ResponseBody>,
+        in_flight: Option<InFlight>,
+        body_failed: Option<oneshot::Receiver<BodyError>>,
+    ) -> Response<TrackedBody> {
+        // A complete body has nothing left to cut short: it goes out whole.
+        let body_failed = body_failed.filter(|_| response.body().is_streaming());
+        response.map(|inner| TrackedBody {
+            inner,
+            in_flight,
+            body_failed,
+        })
+    }
 }
 
 impl Body for TrackedBody {
@@ -97,6 +118,16 @@ impl Body for TrackedBody {
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
     ) -> Poll<Option<Result<Frame<Bytes>, BodyAborted>>> {
+        if let Some(failed) = &mut self.body_failed {
+            match Pin::new(failed).poll(cx) {
+                Poll::Ready(Ok(_)) => {
+                    self.body_failed = None;
+                    return Poll::Ready(Some(Err(BodyAborted)));
+                }
+                Poll::Ready(Err(_)) => self.body_failed = None, // the body ended normally
+                Poll::Pending => {}
+            }
+        }
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
         if self.inner.is_streaming() && matches!(polled, Poll::Ready(Some(Ok(_)))) {
             if let Some(in_flight) = &self.in_flight {
@@ -122,24 +153,80 @@ pub async fn handle_request(
     let shared = &conn.shared;
     if !shared.admit_request() {
         let response = error_response(&shared.config, StatusCode::SERVICE_UNAVAILABLE, None);
-        return Ok(response.map(|inner| TrackedBody {
-            inner,
-            in_flight: None,
-        }));
+        return Ok(TrackedBody::new(response, None, None));
     }
     let in_flight = InFlight::new(conn.clone());
-    let response = respond(req, &conn).await;
-    Ok(response.map(|inner| TrackedBody {
-        inner,
-        in_flight: Some(in_flight),
-    }))
+    let (response, body_failed) = respond(req, &conn).await;
+    Ok(TrackedBody::new(response, Some(in_flight), body_failed))
 }
 
-async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>) -> Response<ResponseBody> {
+/// A request refused by a limit: a warning in the error log, and the answer.
+fn refuse(
+    conn: &ConnCtx,
+    status: StatusCode,
+    why: std::fmt::Arguments<'_>,
+) -> Response<ResponseBody> {
+    warn_limit(conn, status, why);
+    error_response(&conn.shared.config, status, None)
+}
+
+fn warn_limit(conn: &ConnCtx, status: StatusCode, why: std::fmt::Arguments<'_>) {
+    let peer = match conn.info.peer {
+        Some(peer) => format!("{}:{}", peer.ip().to_canonical(), peer.port()),
+        None => "a Unix socket client".to_owned(),
+    };
+    let text = format!("{} from {peer}: {why}", status.as_u16());
+    conn.shared
+        .wakeup
+        .push(Event::Warning(Box::new(Warning(text))));
+}
+
+/// Logs why a streamed body was cut off (a broken body is the client's business, not logged).
+fn warn_body_failed(conn: &ConnCtx, err: BodyError) {
+    let config = &conn.shared.config;
+    match err {
+        BodyError::TooLarge => warn_limit(
+            conn,
+            err.status(),
+            format_args!(
+                "request body larger than --limit-request-body ({} bytes); stopped reading it \
+                 (413, or the response aborted if it had started)",
+                config.limit_request_body.unwrap_or_default()
+            ),
+        ),
+        BodyError::TimedOut => warn_limit(
+            conn,
+            err.status(),
+            format_args!(
+                "no request body data for --timeout-request-body ({}s) while the app waited \
+                 for it (408, or the response aborted if it had started)",
+                config
+                    .request_body_timeout
+                    .unwrap_or_default()
+                    .as_secs_f64()
+            ),
+        ),
+        BodyError::Malformed => {}
+    }
+}
+
+type Responded = (Response<ResponseBody>, Option<oneshot::Receiver<BodyError>>);
+
+async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>) -> Responded {
     let shared = &conn.shared;
     let config = &shared.config;
+    if let Some(limit) = config.limit_request_line {
+        let length = req.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
+        if length > limit {
+            let why = format_args!(
+                "request-target of {length} bytes is longer than --limit-request-line \
+                 ({limit} bytes)"
+            );
+            return (refuse(conn, StatusCode::URI_TOO_LONG, why), None);
+        }
+    }
     if config.ws.enabled && is_upgrade(req.method(), req.version(), req.headers()) {
-        return handle_upgrade(req, conn).await;
+        return (handle_upgrade(req, conn).await, None);
     }
     let (mut head, body) = req.into_parts();
     if head.version == Version::HTTP_2 {
@@ -148,20 +235,34 @@ async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>) -> Response<Respon
     let expect_continue = expects_continue(&head.headers);
     let is_head = head.method == Method::HEAD;
 
+    let size = body.size_hint().exact();
+    if let (Some(limit), Some(size)) = (config.limit_request_body, size) {
+        if size > limit {
+            // Refused before the app sees it, and before a 100 Continue invites the body.
+            let why = format_args!(
+                "Content-Length {size} is larger than --limit-request-body ({limit} bytes)"
+            );
+            return (refuse(conn, StatusCode::PAYLOAD_TOO_LARGE, why), None);
+        }
+    }
+    let mut reader = BodyReader::new(body, config.limit_request_body, config.request_body_timeout);
     let mut stream = None;
     let body_start = expect_continue.then(|| Arc::new(Notify::new()));
-    let request_body = match body.size_hint().exact() {
+    let request_body = match size {
         Some(0) => RequestBody::Full(Bytes::new()),
         Some(n) if n <= config.body_preread_limit && !expect_continue => {
             // Small and announced: read it now so the first receive() completes at once.
-            match body.collect().await {
-                Ok(collected) => RequestBody::Full(collected.to_bytes()),
-                Err(_) => return error_response(config, StatusCode::BAD_REQUEST, None),
+            match reader.read_all(n).await {
+                Ok(data) => RequestBody::Full(data),
+                Err(err) => {
+                    warn_body_failed(conn, err);
+                    return (error_response(config, err.status(), None), None);
+                }
             }
         }
         _ => {
             let (tx, rx) = mpsc::channel(REQUEST_BODY_QUEUE);
-            stream = Some((body, tx));
+            stream = Some(tx);
             RequestBody::Stream(rx)
         }
     };
@@ -172,12 +273,18 @@ async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>) -> Response<Respon
         body_start.clone(),
         LoopState::new(request_body, response_tx, is_head),
     ));
-    let (failed_tx, failed_rx) = oneshot::channel::<()>();
-    if let Some((body, tx)) = stream {
+    // Only a streamed body can fail after dispatch; the others pay for no channel.
+    let mut body_failed = None;
+    if let Some(tx) = stream {
+        let (failed_tx, failed_rx) = oneshot::channel();
+        body_failed = Some(failed_rx);
         let ex = exchange.clone();
-        tokio::spawn(pump_request_body(body, tx, ex, body_start, failed_tx));
-    } else {
-        drop(failed_tx);
+        let conn = conn.clone();
+        tokio::spawn(async move {
+            if let Some(err) = pump_request_body(reader, tx, ex, body_start, failed_tx).await {
+                warn_body_failed(&conn, err);
+            }
+        });
     }
 
     // Until the response is handed over, dropping this future (client gone) closes the
@@ -189,24 +296,29 @@ async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>) -> Response<Respon
         exchange,
     })));
 
-    let body_failed = async {
-        match failed_rx.await {
-            Ok(()) => (),
-            Err(_) => std::future::pending().await, // body ended normally
+    let failed = async {
+        if let Some(rx) = body_failed.as_mut() {
+            if let Ok(err) = rx.await {
+                return err;
+            }
+            // The body ended normally: nothing left to watch (a oneshot is polled only once
+            // to completion).
+            body_failed = None;
         }
+        std::future::pending().await
     };
     tokio::select! {
-        // Biased: a broken body is reported before the app can hear of it, so when both
-        // are ready the 400 wins over whatever the app answered to the disconnect.
+        // Biased: a failed body is reported before the app can hear of it, so when both
+        // are ready the 400/413/408 wins over whatever the app answered to the disconnect.
         biased;
-        () = body_failed => error_response(config, StatusCode::BAD_REQUEST, None),
+        err = failed => (error_response(config, err.status(), None), None),
         response = response_rx => match response {
             Ok(response) => {
                 guard.disarm();
-                response
+                (response, body_failed)
             }
             // The loop side dropped the request without answering (server closing).
-            Err(_) => error_response(config, StatusCode::SERVICE_UNAVAILABLE, None),
+            Err(_) => (error_response(config, StatusCode::SERVICE_UNAVAILABLE, None), None),
         },
     }
 }

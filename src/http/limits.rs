@@ -1,0 +1,177 @@
+//! Reading a request body within `--limit-request-body` and `--timeout-request-body`.
+//!
+//! The idle timer costs nothing while the body arrives as fast as it is read: it is created
+//! the first time a read has to wait, and it is not re-armed per chunk. Each wait only moves a
+//! plain deadline forward; when the timer fires before that deadline it is pushed back to it.
+
+use std::future::{poll_fn, Future};
+use std::pin::Pin;
+use std::task::Poll;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use http::StatusCode;
+use http_body::{Body, Frame};
+use http_body_util::BodyExt;
+use hyper::body::Incoming;
+use tokio::time::{Instant, Sleep};
+
+/// Why the server stopped reading a request body.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyError {
+    /// Bad framing, a reset, a broken connection.
+    Malformed,
+    /// The body grew past `--limit-request-body`.
+    TooLarge,
+    /// Nothing arrived for `--timeout-request-body` while the app waited for it.
+    TimedOut,
+}
+
+impl BodyError {
+    /// The answer when no response has started yet.
+    pub fn status(self) -> StatusCode {
+        match self {
+            BodyError::Malformed => StatusCode::BAD_REQUEST,
+            BodyError::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
+            BodyError::TimedOut => StatusCode::REQUEST_TIMEOUT,
+        }
+    }
+}
+
+/// What the body's consumer is doing when the idle timer fires.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Consumer {
+    /// Waiting for the next piece (parked in `receive()`, or the server before dispatch).
+    Waiting,
+    /// Busy with something else: a silent client costs nobody anything yet.
+    Busy,
+    /// Done with the request: stop reading quietly.
+    Gone,
+}
+
+/// One step of reading a request body.
+#[derive(Debug)]
+pub enum Piece {
+    /// Data (empty only when it is the end); `last` when the body ends with it.
+    Data { data: Bytes, last: bool },
+    /// The body cannot be read on.
+    Failed(BodyError),
+    /// The consumer went away while the reader waited.
+    Abandoned,
+}
+
+pub struct BodyReader {
+    body: Incoming,
+    limit: Option<u64>,
+    received: u64,
+    timeout: Option<Duration>,
+    timer: Option<Pin<Box<Sleep>>>,
+}
+
+type Polled = Option<Result<Frame<Bytes>, hyper::Error>>;
+
+impl BodyReader {
+    pub fn new(body: Incoming, limit: Option<u64>, timeout: Option<Duration>) -> Self {
+        BodyReader {
+            body,
+            limit,
+            received: 0,
+            timeout,
+            timer: None,
+        }
+    }
+
+    /// The next data piece; trailers are skipped (ASGI has no request trailers).
+    pub async fn next(&mut self, consumer: impl Fn() -> Consumer) -> Piece {
+        loop {
+            let frame = match self.frame(&consumer).await {
+                Ok(frame) => frame,
+                Err(stop) => return stop,
+            };
+            let data = match frame {
+                None => {
+                    return Piece::Data {
+                        data: Bytes::new(),
+                        last: true,
+                    }
+                }
+                Some(Err(_)) => return Piece::Failed(BodyError::Malformed),
+                Some(Ok(frame)) => match frame.into_data() {
+                    Ok(data) => data,
+                    Err(_) => continue,
+                },
+            };
+            let last = self.body.is_end_stream();
+            if data.is_empty() && !last {
+                continue;
+            }
+            self.received += data.len() as u64;
+            if self.limit.is_some_and(|limit| self.received > limit) {
+                return Piece::Failed(BodyError::TooLarge);
+            }
+            return Piece::Data { data, last };
+        }
+    }
+
+    /// A whole body of `size` bytes (announced by Content-Length), read before dispatch.
+    pub async fn read_all(&mut self, size: u64) -> Result<Bytes, BodyError> {
+        let mut joined: Option<BytesMut> = None;
+        loop {
+            match self.next(|| Consumer::Waiting).await {
+                Piece::Data { data, last } => {
+                    if last && joined.is_none() {
+                        return Ok(data); // one piece, the usual case: no copy
+                    }
+                    let buf = joined.get_or_insert_with(|| {
+                        BytesMut::with_capacity(usize::try_from(size).unwrap_or(0))
+                    });
+                    buf.extend_from_slice(&data);
+                    if last {
+                        return Ok(buf.split().freeze());
+                    }
+                }
+                Piece::Failed(err) => return Err(err),
+                Piece::Abandoned => return Err(BodyError::Malformed),
+            }
+        }
+    }
+
+    /// The next frame, or how the wait ended without one.
+    async fn frame(&mut self, consumer: &impl Fn() -> Consumer) -> Result<Polled, Piece> {
+        let mut frame = self.body.frame();
+        // Already buffered (the usual case for bodies sent with their head): no timer.
+        if let Poll::Ready(polled) = poll_fn(|cx| Poll::Ready(Pin::new(&mut frame).poll(cx))).await
+        {
+            return Ok(polled);
+        }
+        let Some(timeout) = self.timeout else {
+            return Ok(frame.await);
+        };
+        let mut deadline = Instant::now() + timeout;
+        let timer = self
+            .timer
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline)));
+        loop {
+            tokio::select! {
+                biased;
+                polled = &mut frame => return Ok(polled),
+                () = timer.as_mut() => {
+                    let now = Instant::now();
+                    if now < deadline {
+                        // Armed by an earlier wait: this wait started later.
+                        timer.as_mut().reset(deadline);
+                        continue;
+                    }
+                    match consumer() {
+                        Consumer::Waiting => return Err(Piece::Failed(BodyError::TimedOut)),
+                        Consumer::Gone => return Err(Piece::Abandoned),
+                        Consumer::Busy => {
+                            deadline = now + timeout;
+                            timer.as_mut().reset(deadline);
+                        }
+                    }
+                }
+            }
+        }
+    }
+}
