@@ -309,7 +309,8 @@ impl Core {
             },
         });
         let wakeup = Arc::new(Wakeup::new().map_err(|e| PyOSError::new_err(e.to_string()))?);
-        let runtime = IoRuntime::start(runtime_threads.max(1))
+        let parked = wakeup.clone();
+        let runtime = IoRuntime::start(runtime_threads.max(1), move || parked.flush())
             .map_err(|e| PyOSError::new_err(format!("cannot start the I/O runtime: {e}")))?;
 
         let loop_ref = event_loop.bind(py);

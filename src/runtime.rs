@@ -6,6 +6,8 @@ use std::thread::JoinHandle;
 use tokio::runtime::{Builder, Handle};
 use tokio::sync::oneshot;
 
+use crate::wakeup::mark_io_thread;
+
 pub struct IoRuntime {
     handle: Handle,
     stop: Option<oneshot::Sender<()>>,
@@ -15,13 +17,19 @@ pub struct IoRuntime {
 impl IoRuntime {
     /// `threads == 1` runs a current-thread runtime on one dedicated thread (no work-stealing
     /// overhead; the loop thread has the other core); more threads use the multi-thread one.
-    pub fn start(threads: usize) -> io::Result<Self> {
+    /// `on_park` runs whenever a runtime thread is about to park (no task left to run).
+    pub fn start(threads: usize, on_park: impl Fn() + Send + Sync + 'static) -> io::Result<Self> {
         let runtime = if threads <= 1 {
-            Builder::new_current_thread().enable_all().build()?
+            Builder::new_current_thread()
+                .enable_all()
+                .on_thread_park(on_park)
+                .build()?
         } else {
             Builder::new_multi_thread()
                 .worker_threads(threads)
                 .thread_name("ferrocorn-io")
+                .on_thread_start(mark_io_thread)
+                .on_thread_park(on_park)
                 .enable_all()
                 .build()?
         };
@@ -30,6 +38,7 @@ impl IoRuntime {
         let thread = std::thread::Builder::new()
             .name("ferrocorn-io".into())
             .spawn(move || {
+                mark_io_thread();
                 // Either a stop message or the sender being dropped ends the runtime.
                 let _ = runtime.block_on(stop_rx);
                 // Dropping the runtime cancels every remaining task (connections).

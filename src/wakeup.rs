@@ -3,10 +3,16 @@
 //! tokio pushes events and writes the eventfd only when no wake-up is already pending, so a
 //! burst of requests costs one wake-up. The loop thread reads the eventfd, clears the flag and
 //! then drains everything queued (DESIGN.md, hot path points 1–2).
+//!
+//! On the I/O runtime's own threads the wake-up is also held back until the thread is about to
+//! park (`flush`, from tokio's `on_thread_park`) or `MAX_HELD` events are waiting: everything
+//! one pass of tokio parsed then reaches the loop in one wake-up, instead of the loop thread
+//! being woken (and, on a shared core, switched to) for the first request of the pass.
 
+use std::cell::Cell;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use crossbeam_queue::SegQueue;
@@ -35,9 +41,24 @@ pub enum Event {
 /// The text of an `Event::Warning`.
 pub struct Warning(pub String);
 
+/// Most events held back on an I/O thread before the loop is woken anyway (a bound on the
+/// latency added under a load that keeps tokio from parking).
+const MAX_HELD: usize = 64;
+
+thread_local! {
+    static IO_THREAD: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Called on each I/O runtime thread as it starts: its pushes are held until it parks.
+pub fn mark_io_thread() {
+    IO_THREAD.with(|io| io.set(true));
+}
+
 pub struct Wakeup {
     queue: SegQueue<Event>,
     pending: AtomicBool,
+    /// Events pushed on I/O threads since the last wake-up they caused.
+    held: AtomicUsize,
     fd: OwnedFd,
 }
 
@@ -51,6 +72,7 @@ impl Wakeup {
         Ok(Wakeup {
             queue: SegQueue::new(),
             pending: AtomicBool::new(false),
+            held: AtomicUsize::new(0),
             // SAFETY: fd is a fresh descriptor we exclusively own.
             fd: unsafe { OwnedFd::from_raw_fd(fd) },
         })
@@ -60,9 +82,24 @@ impl Wakeup {
         self.fd.as_raw_fd()
     }
 
-    /// Called from tokio threads. Never touches Python.
+    /// Called from tokio threads (and the loop thread). Never touches Python.
     pub fn push(&self, event: Event) {
         self.queue.push(event);
+        if IO_THREAD.with(Cell::get) && self.held.fetch_add(1, Ordering::AcqRel) + 1 < MAX_HELD {
+            return; // `flush` wakes the loop when this thread parks.
+        }
+        self.held.store(0, Ordering::Release);
+        self.signal();
+    }
+
+    /// I/O thread about to park: wake the loop for what it pushed in this pass.
+    pub fn flush(&self) {
+        if self.held.swap(0, Ordering::AcqRel) > 0 {
+            self.signal();
+        }
+    }
+
+    fn signal(&self) {
         if !self.pending.swap(true, Ordering::AcqRel) {
             let one: u64 = 1;
             // SAFETY: writing 8 bytes from a valid u64 to our eventfd. EAGAIN (counter
