@@ -53,6 +53,17 @@ impl TaskSpawner {
     }
 }
 
+/// The loop callback that hands batched wake-ups to tokio (see relay.rs).
+#[pyclass(frozen, module = "ferrocorn._ferrocorn")]
+struct RelayFlush(Arc<crate::relay::WakeRelay>);
+
+#[pymethods]
+impl RelayFlush {
+    fn __call__(&self) {
+        self.0.flush();
+    }
+}
+
 #[pyclass(frozen, module = "ferrocorn._ferrocorn")]
 pub struct Core {
     app: Py<PyAny>,
@@ -136,7 +147,12 @@ impl Core {
         };
         let proto = Bound::new(
             py,
-            HttpProtocol::new(req.exchange.clone(), self.ctx.clone(), line),
+            HttpProtocol::new(
+                req.exchange.clone(),
+                self.ctx.clone(),
+                line,
+                self.shared.relay.join_batch(),
+            ),
         )?;
         let scope = self.scope.build(py, &req);
         let started = self.start_app(py, scope, &req.head.headers, proto.as_any());
@@ -343,10 +359,12 @@ impl Core {
             // A custom task factory must be honoured.
             TaskSpawner::CreateTask(loop_ref.getattr("create_task")?.unbind())
         };
+        let shared = Arc::new(ServerShared::new(config.clone(), wakeup));
         let ctx = Arc::new(LoopCtx {
             create_future: loop_ref.getattr("create_future")?.unbind(),
             runtime: runtime.handle().clone(),
             config: config.clone(),
+            relay: shared.relay.clone(),
             done: {
                 let done = loop_ref.call_method0("create_future")?;
                 done.call_method1("set_result", (py.None(),))?;
@@ -365,7 +383,7 @@ impl Core {
             spawner,
             scope: ScopeFactory::new(py, root_path, state)?,
             ctx,
-            shared: Arc::new(ServerShared::new(config, wakeup)),
+            shared,
             runtime: Mutex::new(Some(runtime)),
             listeners: Mutex::new(Vec::new()),
             started: Mutex::new(false),
@@ -418,6 +436,18 @@ impl Core {
             "add_reader",
             (this.shared.wakeup.fd(), slf.getattr("drain")?),
         )?;
+        // Wake-ups of connection tasks from this thread are batched from here on.
+        crate::relay::mark_loop_thread();
+        let relay = this.shared.relay.clone();
+        handle.spawn(relay.clone().run());
+        let flush = Py::new(slf.py(), RelayFlush(relay.clone()))?;
+        relay.set_scheduler(
+            this.event_loop
+                .bind(slf.py())
+                .getattr("call_soon")?
+                .unbind(),
+            flush.into_any(),
+        );
         for listener in listeners {
             handle.spawn(accept_loop(listener, this.shared.clone()));
         }
@@ -428,6 +458,7 @@ impl Core {
     /// The eventfd callback: dispatch everything tokio queued since the last wake-up.
     fn drain(&self, py: Python<'_>) {
         self.shared.wakeup.reset();
+        self.shared.relay.begin_batch();
         while let Some(event) = self.shared.wakeup.pop() {
             let result = match event {
                 Event::Request(req) => self.dispatch(py, *req),
@@ -466,6 +497,7 @@ impl Core {
     }
 
     fn close(&self, py: Python<'_>) -> PyResult<()> {
+        self.shared.relay.flush();
         self.shared.set_lifecycle(Lifecycle::Closing);
         if std::mem::take(&mut *lock(&self.started)) {
             let _ = self

@@ -11,6 +11,7 @@ pub mod config;
 pub mod core;
 pub mod errors;
 pub mod http;
+pub mod relay;
 pub mod runtime;
 pub mod server;
 pub mod tls;

@@ -202,3 +202,24 @@ def test_body_longer_than_content_length_not_leaked(server):
         if nxt is not None:
             assert nxt.status == 200 and nxt.body == b"next-after-overlong", nxt
     assert_healthy(server.port)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_response_goes_out_while_the_app_blocks_the_loop(server_factory, tmp_path, stream):
+    """A complete response reaches the client even when the app then blocks the event loop
+    without awaiting (a background job doing synchronous work): the server must not hold it
+    back until the loop runs again. The app only unblocks once the client has the response
+    (or after 20 s), so a held-back response shows up as a read timeout here. A long
+    keep-alive timeout keeps the connection's idle timer from waking its task meanwhile."""
+    server = server_factory("tests.apps.basic:app", "--timeout-keep-alive", "60")
+    flag = tmp_path / "client-has-response"
+    target = "/block_after?until=%s%s" % (flag, "&stream=1" if stream else "")
+    try:
+        with RawConnection(server.port, timeout=10) as conn:
+            conn.send(request_bytes("GET", target))
+            resp = conn.read_response()
+    finally:
+        flag.write_text("done")
+    assert resp.status == 200
+    assert resp.body == (b"part1,part2" if stream else b"sent before blocking")
+    assert_healthy(server.port)

@@ -5,6 +5,7 @@
 //! response channel (backpressure).
 
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -26,6 +27,7 @@ use crate::asgi::waiters::{self, client_disconnected, Channel, Waiters};
 use crate::config::ServerConfig;
 use crate::http::body::{InChunk, OutChunk, ResponseBody, RESPONSE_BODY_QUEUE};
 use crate::http::exchange::{CloseGuard, Exchange};
+use crate::relay::WakeRelay;
 
 /// Loop-side things every protocol object needs; one per `Core`.
 pub struct LoopCtx {
@@ -35,6 +37,7 @@ pub struct LoopCtx {
     /// An already-completed asyncio future (result None), shared by every `send()` that did
     /// not have to wait: awaiting a done future stays in C (no call back into the extension).
     pub done: Py<PyAny>,
+    pub relay: Arc<WakeRelay>,
 }
 
 /// What the access log needs; moved out of the request head before the scope is built.
@@ -50,6 +53,8 @@ pub struct HttpProtocol {
     ex: Arc<Exchange>,
     ctx: Arc<LoopCtx>,
     line: RequestLine,
+    /// The drain batch this request belongs to until its response completes (relay.rs).
+    batch: AtomicU64,
 }
 
 fn disconnect_message(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
@@ -218,8 +223,13 @@ impl Channel for LoopState {
 }
 
 impl HttpProtocol {
-    pub fn new(ex: Arc<Exchange>, ctx: Arc<LoopCtx>, line: RequestLine) -> Self {
-        HttpProtocol { ex, ctx, line }
+    pub fn new(ex: Arc<Exchange>, ctx: Arc<LoopCtx>, line: RequestLine, batch: u64) -> Self {
+        HttpProtocol {
+            ex,
+            ctx,
+            line,
+            batch: AtomicU64::new(batch),
+        }
     }
 
     fn guard(&self) -> Option<CloseGuard> {
@@ -272,6 +282,7 @@ impl HttpProtocol {
     }
 
     fn response_done(&self, py: Python<'_>, st: &mut LoopState) -> PyResult<()> {
+        self.ctx.relay.leave_batch(&self.batch);
         // A receive() parked waiting for more (e.g. a disconnect watcher) now gets
         // http.disconnect: the spec's "after the response has been sent".
         waiters::resolve_receivers(py, &self.ex, st)
@@ -492,6 +503,7 @@ impl HttpProtocol {
 
     /// The app is done: stop reading the request body and forget parked futures.
     fn release(&self, st: &mut LoopState) {
+        self.ctx.relay.leave_batch(&self.batch);
         st.body = RequestBody::Done;
         if let Some(start) = &self.ex.body_start {
             start.notify_one();

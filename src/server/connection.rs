@@ -8,11 +8,12 @@ use std::time::Duration;
 
 use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioExecutor, TokioIo, TokioTimer};
+use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
 use crate::config::HttpMode;
+use crate::relay::RelayExecutor;
 use crate::server::cork::FlushHint;
 use crate::server::detect::{sniff, Replay};
 use crate::server::request::ConnInfo;
@@ -98,10 +99,10 @@ fn http1_builder(shared: &ServerShared, tls: bool) -> http1::Builder {
 
 /// The HTTP/2 connection settings from the server config. Each stream's service future runs
 /// as its own tokio task (the executor), so one slow request does not hold up the others.
-fn http2_builder(shared: &ServerShared) -> http2::Builder<TokioExecutor> {
+fn http2_builder(shared: &ServerShared) -> http2::Builder<RelayExecutor> {
     let config = &shared.config;
     let settings = &config.http2;
-    let mut builder = http2::Builder::new(TokioExecutor::new());
+    let mut builder = http2::Builder::new(RelayExecutor(shared.relay.clone()));
     builder
         .timer(TokioTimer::new())
         .max_concurrent_streams(settings.max_concurrent_streams)

@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use tokio::net::{TcpListener, UnixListener};
 
+use crate::relay::Relayed;
 use crate::server::cork::{Corked, FlushHint};
 use crate::server::handshake::start_connection;
 use crate::server::request::{ConnInfo, LocalAddr};
@@ -49,14 +50,20 @@ async fn accept_one(listener: &Listener, shared: &Arc<ServerShared>) -> std::io:
             let info = ConnInfo::new(Some(peer), LocalAddr::Tcp(local));
             let hint = Arc::new(FlushHint::default());
             let io = Corked::new(stream, hint.clone());
-            tokio::spawn(start_connection(io, info, shared.clone(), hint));
+            tokio::spawn(Relayed::new(
+                start_connection(io, info, shared.clone(), hint),
+                &shared.relay,
+            ));
         }
         Listener::Unix(l, path) => {
             let (stream, _) = l.accept().await?;
             let info = ConnInfo::new(None, LocalAddr::Unix(path.clone()));
             let hint = Arc::new(FlushHint::default());
             let io = Corked::new(stream, hint.clone());
-            tokio::spawn(start_connection(io, info, shared.clone(), hint));
+            tokio::spawn(Relayed::new(
+                start_connection(io, info, shared.clone(), hint),
+                &shared.relay,
+            ));
         }
     }
     Ok(())

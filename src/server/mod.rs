@@ -15,6 +15,7 @@ use std::sync::Arc;
 use tokio::sync::watch;
 
 use crate::config::ServerConfig;
+use crate::relay::WakeRelay;
 use crate::wakeup::Wakeup;
 
 /// Where the server is in its life; connections and accept loops watch it.
@@ -33,6 +34,8 @@ pub struct ServerShared {
     pub config: Arc<ServerConfig>,
     pub wakeup: Arc<Wakeup>,
     pub lifecycle: watch::Sender<Lifecycle>,
+    /// Batches the loop thread's wake-ups of connection tasks (see relay.rs).
+    pub relay: Arc<WakeRelay>,
     connections: AtomicUsize,
     requests_in_flight: AtomicUsize,
     requests_total: AtomicU64,
@@ -44,6 +47,7 @@ impl ServerShared {
             config,
             wakeup,
             lifecycle: watch::Sender::new(Lifecycle::Running),
+            relay: Arc::new(WakeRelay::default()),
             connections: AtomicUsize::new(0),
             requests_in_flight: AtomicUsize::new(0),
             requests_total: AtomicU64::new(0),

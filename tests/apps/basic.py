@@ -12,6 +12,7 @@ import hashlib
 import json
 import os
 import sys
+import time
 from urllib.parse import parse_qs
 
 from tests.apps.common import iter_pattern
@@ -387,8 +388,25 @@ async def route_no_read(scope, receive, send, query):
     await send_response(send, 200, b"not reading your body")
 
 
+async def route_block_after(scope, receive, send, query):
+    """Responds, then blocks the event loop (time.sleep, no await) until the file named by
+    ?until= exists (at most 20 s) -- like a background job that never awaits. Streamed with
+    ?stream=1: the last chunk is sent, then the loop blocks."""
+    until = query["until"][0]
+    if query.get("stream"):
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": b"part1,", "more_body": True})
+        await send({"type": "http.response.body", "body": b"part2"})
+    else:
+        await send_response(send, 200, b"sent before blocking")
+    deadline = time.monotonic() + 20
+    while not os.path.exists(until) and time.monotonic() < deadline:
+        time.sleep(0.01)
+
+
 ROUTES = {
     "/": route_hello,
+    "/block_after": route_block_after,
     "/hello": route_hello,
     "/index": route_index,
     "/scope": route_scope,

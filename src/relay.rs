@@ -1,0 +1,280 @@
+//! Coalesces the loop thread's wake-ups of tokio tasks.
+//!
+//! Every time the loop thread completes something a tokio task waits for (a response handed
+//! over, a body chunk queued), the task's waker runs on the loop thread, and tokio answers a
+//! wake from another thread with an eventfd write to its driver: one syscall per response.
+//! Connection tasks are therefore polled through a [`RelayedWaker`]: on the loop thread it
+//! only queues itself, and the queue is handed over with one wake of a relay task on tokio,
+//! which wakes the queued tasks locally (no syscall). The hand-over happens
+//!
+//! - as soon as every request of the latest drain (the batch) has completed its response:
+//!   a lone request's response goes out at once, even if the app then blocks the loop (say a
+//!   background task that never awaits);
+//! - otherwise from a `loop.call_soon` callback, scheduled by the first queued wake, which runs
+//!   once the callbacks already queued (the rest of the batch) have run.
+//!
+//! Everywhere else (tokio's own I/O and timer wakes) a [`RelayedWaker`] wakes its task directly.
+
+use std::cell::Cell;
+use std::future::Future;
+use std::pin::Pin;
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll, Wake, Waker};
+
+use crossbeam_queue::SegQueue;
+use futures_util::task::AtomicWaker;
+use pyo3::prelude::*;
+
+thread_local! {
+    /// True on a thread that runs a server's event loop (set by `Core.start`).
+    static ON_LOOP_THREAD: Cell<bool> = const { Cell::new(false) };
+}
+
+pub fn mark_loop_thread() {
+    ON_LOOP_THREAD.with(|on| on.set(true));
+}
+
+fn on_loop_thread() -> bool {
+    ON_LOOP_THREAD.with(Cell::get)
+}
+
+/// The Python side of a flush: `loop.call_soon` and the callable it schedules.
+struct Scheduler {
+    call_soon: Py<PyAny>,
+    flush: Py<PyAny>,
+}
+
+#[derive(Default)]
+pub struct WakeRelay {
+    queue: SegQueue<Arc<RelayedWaker>>,
+    /// A flush callback is scheduled on the loop and has not run yet.
+    flush_scheduled: AtomicBool,
+    /// The relay task on tokio.
+    task: AtomicWaker,
+    scheduler: OnceLock<Scheduler>,
+    /// The current batch (see the module comment); 0 is never a batch.
+    batch: AtomicU64,
+    /// Requests of the current batch whose response is not complete yet.
+    outstanding: AtomicUsize,
+}
+
+impl WakeRelay {
+    /// Called once the loop and the relay task exist; until then wakes go straight through.
+    pub fn set_scheduler(&self, call_soon: Py<PyAny>, flush: Py<PyAny>) {
+        let _ = self.scheduler.set(Scheduler { call_soon, flush });
+    }
+
+    fn defer(&self, waker: Arc<RelayedWaker>) {
+        self.queue.push(waker);
+        if self.flush_scheduled.swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let scheduled = self.scheduler.get().is_some_and(|s| {
+            Python::attach(|py| s.call_soon.call1(py, (s.flush.clone_ref(py),)).is_ok())
+        });
+        if !scheduled {
+            // No loop to run the callback (not started, or closed): wake now.
+            self.flush();
+        }
+    }
+
+    /// Loop thread: hand everything queued since the last flush to the relay task.
+    pub fn flush(&self) {
+        self.flush_scheduled.store(false, Ordering::Release);
+        if !self.queue.is_empty() {
+            self.task.wake();
+        }
+    }
+
+    /// Loop thread, at the start of a drain: the requests it dispatches form the new batch.
+    pub fn begin_batch(&self) {
+        self.outstanding.store(0, Ordering::Relaxed);
+        self.batch.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Loop thread: a request joins the current batch; returns the batch to `leave_batch` with.
+    pub fn join_batch(&self) -> u64 {
+        self.outstanding.fetch_add(1, Ordering::Relaxed);
+        self.batch.load(Ordering::Relaxed)
+    }
+
+    /// Loop thread: the request's response is complete (or failed). The last of its batch
+    /// hands the queued wakes over at once. `batch` is cleared so a request counts once.
+    pub fn leave_batch(&self, batch: &AtomicU64) {
+        let id = batch.swap(0, Ordering::Relaxed);
+        if id != 0
+            && id == self.batch.load(Ordering::Relaxed)
+            && self.outstanding.fetch_sub(1, Ordering::Relaxed) == 1
+        {
+            self.flush();
+        }
+    }
+
+    /// The relay task: wakes queued tasks from the tokio thread, where a wake is a queue push.
+    pub async fn run(self: Arc<Self>) {
+        std::future::poll_fn(|cx| {
+            // Register before draining, so a flush racing with the drain wakes us again.
+            self.task.register(cx.waker());
+            while let Some(waker) = self.queue.pop() {
+                waker.queued.store(false, Ordering::Release);
+                waker.wake_target();
+            }
+            Poll::<()>::Pending
+        })
+        .await
+    }
+}
+
+/// Stands in for a task's own waker; see the module comment.
+pub struct RelayedWaker {
+    relay: Arc<WakeRelay>,
+    target: Mutex<Option<Waker>>,
+    /// Already in the relay's queue: a second wake in the same batch adds nothing.
+    queued: AtomicBool,
+}
+
+impl RelayedWaker {
+    fn set_target(&self, waker: &Waker) {
+        let mut target = self.target.lock().unwrap_or_else(|p| p.into_inner());
+        match &*target {
+            Some(current) if current.will_wake(waker) => {}
+            _ => *target = Some(waker.clone()),
+        }
+    }
+
+    fn wake_target(&self) {
+        let target = self.target.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(waker) = &*target {
+            waker.wake_by_ref();
+        }
+    }
+}
+
+impl Wake for RelayedWaker {
+    fn wake(self: Arc<Self>) {
+        self.wake_by_ref();
+    }
+
+    fn wake_by_ref(self: &Arc<Self>) {
+        if !on_loop_thread() {
+            self.wake_target();
+        } else if !self.queued.swap(true, Ordering::AcqRel) {
+            self.relay.defer(self.clone());
+        }
+    }
+}
+
+pin_project_lite::pin_project! {
+    /// A future polled with a [`RelayedWaker`] in place of its task's waker.
+    pub struct Relayed<F> {
+        #[pin]
+        inner: F,
+        shared: Arc<RelayedWaker>,
+        waker: Waker,
+    }
+}
+
+impl<F> Relayed<F> {
+    pub fn new(inner: F, relay: &Arc<WakeRelay>) -> Self {
+        let shared = Arc::new(RelayedWaker {
+            relay: relay.clone(),
+            target: Mutex::new(None),
+            queued: AtomicBool::new(false),
+        });
+        let waker = Waker::from(shared.clone());
+        Relayed {
+            inner,
+            shared,
+            waker,
+        }
+    }
+}
+
+impl<F: Future> Future for Relayed<F> {
+    type Output = F::Output;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<F::Output> {
+        let this = self.project();
+        this.shared.set_target(cx.waker());
+        let mut relayed = Context::from_waker(this.waker);
+        this.inner.poll(&mut relayed)
+    }
+}
+
+/// hyper's executor for HTTP/2 streams: each stream's task is relayed like a connection.
+#[derive(Clone)]
+pub struct RelayExecutor(pub Arc<WakeRelay>);
+
+impl<F> hyper::rt::Executor<F> for RelayExecutor
+where
+    F: Future + Send + 'static,
+    F::Output: Send + 'static,
+{
+    fn execute(&self, future: F) {
+        tokio::spawn(Relayed::new(future, &self.0));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::sync::atomic::AtomicUsize;
+
+    struct Count(AtomicUsize);
+
+    impl Wake for Count {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::SeqCst);
+        }
+    }
+
+    #[test]
+    fn off_the_loop_thread_wakes_go_straight_through() {
+        let relay = Arc::new(WakeRelay::default());
+        let count = Arc::new(Count(AtomicUsize::new(0)));
+        let shared = Arc::new(RelayedWaker {
+            relay: relay.clone(),
+            target: Mutex::new(None),
+            queued: AtomicBool::new(false),
+        });
+        shared.set_target(&Waker::from(count.clone()));
+        Waker::from(shared.clone()).wake_by_ref();
+        assert_eq!(count.0.load(Ordering::SeqCst), 1);
+        assert!(relay.queue.is_empty());
+    }
+
+    #[test]
+    fn on_the_loop_thread_wakes_are_queued_once_until_relayed() {
+        std::thread::spawn(|| {
+            mark_loop_thread();
+            let relay = Arc::new(WakeRelay::default());
+            let count = Arc::new(Count(AtomicUsize::new(0)));
+            let shared = Arc::new(RelayedWaker {
+                relay: relay.clone(),
+                target: Mutex::new(None),
+                queued: AtomicBool::new(false),
+            });
+            shared.set_target(&Waker::from(count.clone()));
+            // No scheduler yet: `defer` flushes at once, but the queue still holds the waker
+            // for the relay task; a second wake before the relay ran adds nothing.
+            let waker = Waker::from(shared.clone());
+            waker.wake_by_ref();
+            waker.wake_by_ref();
+            assert_eq!(relay.queue.len(), 1);
+            assert_eq!(count.0.load(Ordering::SeqCst), 0);
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let relay_task = tokio::spawn(relay.clone().run());
+                tokio::task::yield_now().await;
+                relay_task.abort();
+            });
+            assert_eq!(count.0.load(Ordering::SeqCst), 1);
+            assert!(relay.queue.is_empty());
+        })
+        .join()
+        .unwrap();
+    }
+}
