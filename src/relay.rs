@@ -229,8 +229,8 @@ mod tests {
         }
     }
 
-    #[test]
-    fn off_the_loop_thread_wakes_go_straight_through() {
+    /// A relay and one relayed waker whose target counts its wakes.
+    fn relayed() -> (Arc<WakeRelay>, Arc<RelayedWaker>, Arc<Count>) {
         let relay = Arc::new(WakeRelay::default());
         let count = Arc::new(Count(AtomicUsize::new(0)));
         let shared = Arc::new(RelayedWaker {
@@ -239,6 +239,12 @@ mod tests {
             queued: AtomicBool::new(false),
         });
         shared.set_target(&Waker::from(count.clone()));
+        (relay, shared, count)
+    }
+
+    #[test]
+    fn off_the_loop_thread_wakes_go_straight_through() {
+        let (relay, shared, count) = relayed();
         Waker::from(shared.clone()).wake_by_ref();
         assert_eq!(count.0.load(Ordering::SeqCst), 1);
         assert!(relay.queue.is_empty());
@@ -248,14 +254,7 @@ mod tests {
     fn on_the_loop_thread_wakes_are_queued_once_until_relayed() {
         std::thread::spawn(|| {
             mark_loop_thread();
-            let relay = Arc::new(WakeRelay::default());
-            let count = Arc::new(Count(AtomicUsize::new(0)));
-            let shared = Arc::new(RelayedWaker {
-                relay: relay.clone(),
-                target: Mutex::new(None),
-                queued: AtomicBool::new(false),
-            });
-            shared.set_target(&Waker::from(count.clone()));
+            let (relay, shared, count) = relayed();
             // No scheduler yet: `defer` flushes at once, but the queue still holds the waker
             // for the relay task; a second wake before the relay ran adds nothing.
             let waker = Waker::from(shared.clone());
@@ -273,6 +272,38 @@ mod tests {
             });
             assert_eq!(count.0.load(Ordering::SeqCst), 1);
             assert!(relay.queue.is_empty());
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn the_last_response_of_a_batch_hands_the_wakes_over() {
+        std::thread::spawn(|| {
+            mark_loop_thread();
+            let (relay, shared, _) = relayed();
+            let relay_task = Arc::new(Count(AtomicUsize::new(0)));
+            relay.task.register(&Waker::from(relay_task.clone()));
+            relay.begin_batch();
+            let (first, second) = (
+                AtomicU64::new(relay.join_batch()),
+                AtomicU64::new(relay.join_batch()),
+            );
+            // As if a call_soon flush were already pending (there is no loop here).
+            relay.flush_scheduled.store(true, Ordering::SeqCst);
+            Waker::from(shared.clone()).wake_by_ref();
+            relay.leave_batch(&first);
+            relay.leave_batch(&first); // counted once only
+            assert_eq!(relay_task.0.load(Ordering::SeqCst), 0);
+            relay.leave_batch(&second);
+            assert_eq!(relay_task.0.load(Ordering::SeqCst), 1);
+            // A request of an older batch does not count against the new one.
+            relay.begin_batch();
+            let current = AtomicU64::new(relay.join_batch());
+            relay.leave_batch(&AtomicU64::new(1));
+            assert_eq!(relay.outstanding.load(Ordering::SeqCst), 1);
+            relay.leave_batch(&current);
+            assert_eq!(relay.outstanding.load(Ordering::SeqCst), 0);
         })
         .join()
         .unwrap();
