@@ -44,6 +44,8 @@ pub enum ReadError {
 const SPLIT_MIN: usize = 4096;
 /// How much room a read gets when no large frame is pending.
 const READ_CHUNK: usize = 16 * 1024;
+/// The most room reserved for a frame on the word of its header alone.
+const TRUSTED_RESERVE: usize = 1 << 20;
 
 const INVALID_UTF8: Violation = Violation::invalid_data("invalid UTF-8 in a text message");
 
@@ -95,9 +97,16 @@ impl WsReader {
             if let Some(incoming) = self.parse().map_err(ReadError::Violation)? {
                 return Ok(incoming);
             }
-            // A large frame gets its whole payload's room at once (it is within max_size).
+            // A large frame gets room for its whole payload at once (no regrowing and
+            // copying), up to TRUSTED_RESERVE; beyond that the room grows with the bytes that
+            // actually arrive, so a header alone cannot make us reserve --ws-max-size.
             let wanted = match &self.frame {
-                Some(frame) => frame.len.saturating_sub(self.buf.len()).max(READ_CHUNK),
+                Some(frame) => {
+                    let remaining = frame.len.saturating_sub(self.buf.len());
+                    remaining
+                        .min(TRUSTED_RESERVE.max(self.buf.len()))
+                        .max(READ_CHUNK)
+                }
                 None => READ_CHUNK,
             };
             self.buf.reserve(wanted);
@@ -108,7 +117,18 @@ impl WsReader {
         }
     }
 
-    /// Whatever complete message or control frame the buffer holds.
+    /// Add bytes as if read from the socket (for tests and the fuzz target; `read` does
+    /// this itself).
+    pub fn feed(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// Whatever complete message or control frame the buffered bytes hold. After an error
+    /// the reader must not be used again.
+    pub fn next_buffered(&mut self) -> Result<Option<Incoming>, Violation> {
+        self.parse()
+    }
+
     fn parse(&mut self) -> Result<Option<Incoming>, Violation> {
         loop {
             let frame = match &mut self.frame {
@@ -419,9 +439,9 @@ mod tests {
     ) -> Vec<Result<Incoming, Violation>> {
         let mut out = Vec::new();
         for piece in wire.chunks(step.max(1)) {
-            reader.buf.extend_from_slice(piece);
+            reader.feed(piece);
             loop {
-                match reader.parse() {
+                match reader.next_buffered() {
                     Ok(Some(incoming)) => out.push(Ok(incoming)),
                     Ok(None) => break,
                     Err(v) => {
@@ -561,6 +581,27 @@ mod tests {
             1 << 20,
         );
         assert_eq!(got, vec![Err(INVALID_UTF8)]);
+    }
+
+    #[tokio::test]
+    async fn a_header_alone_does_not_reserve_the_whole_frame() {
+        let (mut client, mut server) = tokio::io::duplex(1 << 16);
+        let mut r = WsReader::new(64 << 20, None);
+        let mut header = vec![0x82, 0x80 | 127];
+        header.extend_from_slice(&(32u64 << 20).to_be_bytes());
+        header.extend_from_slice(&[1, 2, 3, 4]);
+        header.extend_from_slice(&[0; 100]);
+        client.write_all(&header).await.unwrap();
+        // Nothing more comes: the read stays pending, and dropping it (as select! does)
+        // keeps what was parsed.
+        let pending =
+            tokio::time::timeout(std::time::Duration::from_millis(50), r.read(&mut server)).await;
+        assert!(pending.is_err());
+        assert_eq!(
+            r.frame.as_ref().map(|f| (f.len, f.done)),
+            Some((32 << 20, 100))
+        );
+        assert!(r.buf.capacity() <= TRUSTED_RESERVE + READ_CHUNK);
     }
 
     #[tokio::test]
