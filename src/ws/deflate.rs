@@ -258,7 +258,7 @@ impl Deflater {
 
     /// Compress one whole message into `out` (cleared first), without the `00 00 ff ff`
     /// tail. Err only if zlib misbehaves: the message then goes out uncompressed.
-    pub fn compress(&mut self, mut input: &[u8], out: &mut Vec<u8>) -> Result<(), CompressFailed> {
+    pub fn compress(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), CompressFailed> {
         out.clear();
         if input.is_empty() {
             // An empty stored block (its tail stripped). zlib would emit nothing for it after
@@ -266,6 +266,16 @@ impl Deflater {
             out.push(0x00);
             return Ok(());
         }
+        let result = self.deflate(input, out);
+        if result.is_err() {
+            // The compressor may hold input the peer will never see, which later messages
+            // could refer back to: start a new stream next time.
+            self.inner = None;
+        }
+        result
+    }
+
+    fn deflate(&mut self, mut input: &[u8], out: &mut Vec<u8>) -> Result<(), CompressFailed> {
         let window_bits = self.window_bits;
         let zlib = self.inner.get_or_insert_with(|| {
             Compress::new_with_window_bits(Compression::new(LEVEL), false, window_bits)
@@ -284,8 +294,6 @@ impl Deflater {
             }
         }
         if !out.ends_with(&TAIL) {
-            // Without the tail the compressor's state is unknown: start over next time.
-            self.inner = None;
             return Err(CompressFailed);
         }
         out.truncate(out.len() - TAIL.len());
