@@ -8,7 +8,7 @@ set -euo pipefail
 cd "$(dirname "$0")"
 SECONDS_PER_TARGET=${1:-20}
 export PYO3_PYTHON=${PYO3_PYTHON:-$(command -v python3)}
-TARGETS="response_header ws_handshake path_decode"
+TARGETS="response_header ws_handshake ws_frames path_decode"
 
 smoke() {
     echo "fuzz: stable smoke run (corpus + deterministic mutations)"

@@ -232,7 +232,7 @@ impl Core {
         http2_max_frame_size=16384, http2_max_header_list_size=65536,
         http2_keep_alive_interval=None, http2_keep_alive_timeout=20.0, ws=true,
         ws_max_size=16777216, ws_max_queue=32, ws_ping_interval=Some(20.0),
-        ws_ping_timeout=Some(20.0)
+        ws_ping_timeout=Some(20.0), ws_per_message_deflate=true
     ))]
     #[allow(clippy::too_many_arguments)]
     fn new(
@@ -273,6 +273,7 @@ impl Core {
         ws_max_queue: usize,
         ws_ping_interval: Option<f64>,
         ws_ping_timeout: Option<f64>,
+        ws_per_message_deflate: bool,
     ) -> PyResult<Self> {
         let header_read_timeout = seconds("header_read_timeout", header_read_timeout)?;
         let keep_alive_timeout = seconds("keep_alive_timeout", keep_alive_timeout)?;
@@ -322,6 +323,7 @@ impl Core {
                 max_queue: ws_max_queue,
                 ping_interval: seconds("ws_ping_interval", ws_ping_interval)?,
                 ping_timeout: seconds("ws_ping_timeout", ws_ping_timeout)?,
+                per_message_deflate: ws_per_message_deflate,
             },
         });
         let wakeup = Arc::new(Wakeup::new().map_err(|e| PyOSError::new_err(e.to_string()))?);

@@ -180,8 +180,8 @@ def test_accept_with_subprotocol_and_headers(server):
     assert lowered.get("x-extra") == "hello"
     assert lowered.get("x-second") == "2"
     assert echoed == "ping?"
-    # permessage-deflate is offered by the client but not negotiated
-    assert "sec-websocket-extensions" not in lowered
+    # The client offers permessage-deflate (with client_max_window_bits): accepted as is.
+    assert lowered.get("sec-websocket-extensions") == "permessage-deflate"
 
 
 def test_raw_handshake_response(server):

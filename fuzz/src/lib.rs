@@ -5,7 +5,9 @@
 //! asserts properties of the results (a panic is a finding).
 
 use _ferrocorn::http::headers::{response_header_name, response_header_value};
+use _ferrocorn::ws::deflate::{negotiate, DeflateParams, Inflater};
 use _ferrocorn::ws::handshake::{accept_headers, is_upgrade, subprotocols, version_supported};
+use _ferrocorn::ws::stream::{Incoming, WsReader};
 use http::header::{HeaderMap, HeaderName, HeaderValue, SEC_WEBSOCKET_KEY};
 use http::{Method, Version};
 use percent_encoding::percent_decode;
@@ -79,9 +81,21 @@ pub fn check_ws_handshake(data: &[u8]) {
         2 => offered.last().map(String::as_str),
         _ => Some(raw_choice.as_str()),
     };
-    match accept_headers(key, choice) {
+    let deflate = negotiate(&headers);
+    if let Some(params) = &deflate {
+        assert!(params.server_max_window_bits.is_none_or(|b| (8..=15).contains(&b)));
+    }
+    let extensions = deflate.as_ref().map(DeflateParams::response_header);
+    match accept_headers(key, choice, extensions.as_deref()) {
         Ok(h) => {
             assert_eq!(h.get("upgrade").unwrap(), "websocket");
+            match &extensions {
+                Some(e) => {
+                    assert!(e.starts_with("permessage-deflate"));
+                    assert_eq!(h.get("sec-websocket-extensions").unwrap(), e.as_str());
+                }
+                None => assert!(h.get("sec-websocket-extensions").is_none()),
+            }
             let accept = h.get("sec-websocket-accept").unwrap().as_bytes();
             assert_eq!(accept.len(), 28, "base64 of a SHA-1");
             match choice {
@@ -94,6 +108,46 @@ pub fn check_ws_handshake(data: &[u8]) {
             // Only an app-chosen subprotocol that is not a valid header value may be refused.
             let p = choice.expect("accept_headers refused without a subprotocol");
             assert!(HeaderValue::from_str(p).is_err(), "{p:?} refused");
+        }
+    }
+}
+
+/// Client bytes after the handshake, through the WebSocket frame reader.
+///
+/// Layout: byte 0 picks permessage-deflate on/off (bit 0), a small or large --ws-max-size
+/// (bit 1) and how many bytes arrive per read (bits 2-7); the rest is the client's stream.
+/// The reader must never panic, must stop at the first violation with a close code we send,
+/// and what it delivers must respect the size limit and (for text) be UTF-8.
+pub fn check_ws_frames(data: &[u8]) {
+    let (sel, rest) = match data.split_first() {
+        Some((&b, rest)) => (b, rest),
+        None => (0, data),
+    };
+    let inflater = (sel & 1 != 0).then(|| Inflater::new(&DeflateParams::default()));
+    let max_size = if sel & 2 != 0 { 1 << 20 } else { 64 };
+    let step = usize::from(sel >> 2) + 1;
+    let mut reader = WsReader::new(max_size, inflater);
+    for piece in rest.chunks(step) {
+        reader.feed(piece);
+        loop {
+            match reader.next_buffered() {
+                Ok(None) => break,
+                Ok(Some(Incoming::Text(t))) => {
+                    assert!(t.len() <= max_size);
+                    assert!(std::str::from_utf8(&t).is_ok());
+                }
+                Ok(Some(Incoming::Binary(b))) => assert!(b.len() <= max_size),
+                Ok(Some(Incoming::Ping(p) | Incoming::Pong(p))) => assert!(p.len() <= 125),
+                Ok(Some(Incoming::Close(Some((code, reason))))) => {
+                    assert!(_ferrocorn::ws::frame::close_code_allowed(code));
+                    assert!(reason.len() <= 123);
+                }
+                Ok(Some(Incoming::Close(None))) => {}
+                Err(v) => {
+                    assert!([1002, 1007, 1009].contains(&v.code), "{v:?}");
+                    return;
+                }
+            }
         }
     }
 }

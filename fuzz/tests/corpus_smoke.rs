@@ -90,6 +90,11 @@ fn ws_handshake() {
 }
 
 #[test]
+fn ws_frames() {
+    run("ws_frames", ferrocorn_fuzz::check_ws_frames);
+}
+
+#[test]
 fn path_decode() {
     run("path_decode", ferrocorn_fuzz::check_path_decode);
 }

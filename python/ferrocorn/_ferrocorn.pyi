@@ -109,6 +109,7 @@ class Core:
         ws_max_queue: int = 32,
         ws_ping_interval: float | None = 20.0,
         ws_ping_timeout: float | None = 20.0,
+        ws_per_message_deflate: bool = True,
     ) -> None: ...
     def listen_tcp(self, fd: int) -> None:
         """Serve a bound, listening TCP socket; the core takes ownership of ``fd``."""

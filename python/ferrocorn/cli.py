@@ -97,7 +97,14 @@ _SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Runtime", ("loop", "runtime_threads")),
     (
         "WebSocket",
-        ("ws", "ws_max_size", "ws_max_queue", "ws_ping_interval", "ws_ping_timeout"),
+        (
+            "ws",
+            "ws_max_size",
+            "ws_max_queue",
+            "ws_ping_interval",
+            "ws_ping_timeout",
+            "ws_per_message_deflate",
+        ),
     ),
     ("Worker", ("workers", "limit_max_requests_jitter")),
     ("Reload", ("reload", "reload_dirs", "reload_includes", "reload_excludes", "reload_delay")),
@@ -520,6 +527,11 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     type=float,
     default=20.0,
     help="Seconds to wait for a pong before the peer is dropped (0 disables).",
+)
+@_option(
+    "--ws-per-message-deflate/--no-ws-per-message-deflate",
+    default=_DEFAULTS["ws_per_message_deflate"],
+    help="Compress WebSocket messages (permessage-deflate, RFC 7692) when the client offers it.",
 )
 # Worker
 @_option(

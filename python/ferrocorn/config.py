@@ -502,6 +502,7 @@ class Config:
         ws_max_queue: int = 32,
         ws_ping_interval: float | None = 20.0,
         ws_ping_timeout: float | None = 20.0,
+        ws_per_message_deflate: bool = True,
         proxy_headers: bool = True,
         forwarded_allow_ips: list[str] | str | None = None,
         access_log_format: str | None = None,
@@ -580,6 +581,7 @@ class Config:
         self.ws_max_queue = _check_int("ws_max_queue", ws_max_queue, 1)
         self.ws_ping_interval = _check_seconds("ws_ping_interval", ws_ping_interval or 0.0)
         self.ws_ping_timeout = _check_seconds("ws_ping_timeout", ws_ping_timeout or 0.0)
+        self.ws_per_message_deflate = bool(ws_per_message_deflate)
 
         # Worker processes and reload (supervisor.py).
         self.workers = 1 if workers is None else _check_int("workers", workers, 1)

@@ -154,6 +154,7 @@ class Server:
             ws_max_queue=config.ws_max_queue,
             ws_ping_interval=config.ws_ping_interval,
             ws_ping_timeout=config.ws_ping_timeout,
+            ws_per_message_deflate=config.ws_per_message_deflate,
         )
         # The core owns the descriptor from here on; our socket object lets go of it.
         fd = sock.detach()

@@ -115,7 +115,11 @@ impl Channel for WsState {
             WsPhase::Open(_) | WsPhase::Closing => match self.inbound.try_recv() {
                 Ok(WsIn::Text(text)) => {
                     let d = simple_message(py, intern!(py, "websocket.receive"))?;
-                    d.set_item(intern!(py, "text"), text)?;
+                    // The reader validated it; this check cannot fail (and is cheap next to
+                    // the copy into the Python string).
+                    let text = std::str::from_utf8(&text)
+                        .map_err(|e| PyValueError::new_err(e.to_string()))?;
+                    d.set_item(intern!(py, "text"), PyString::new(py, text))?;
                     Ok(Some(d))
                 }
                 Ok(WsIn::Binary(data)) => {

@@ -1,10 +1,12 @@
 //! Recognising a WebSocket upgrade request and building the 101 answer.
 
+use data_encoding::BASE64;
 use http::header::{
-    HeaderMap, HeaderValue, CONNECTION, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_KEY,
-    SEC_WEBSOCKET_PROTOCOL, SEC_WEBSOCKET_VERSION, UPGRADE,
+    HeaderMap, HeaderValue, CONNECTION, SEC_WEBSOCKET_ACCEPT, SEC_WEBSOCKET_EXTENSIONS,
+    SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_PROTOCOL, SEC_WEBSOCKET_VERSION, UPGRADE,
 };
 use http::{Method, StatusCode, Version};
+use sha1::{Digest, Sha1};
 
 /// True when `head` asks for a WebSocket (RFC 6455 §4.2.1): GET, HTTP/1.1, `Upgrade:
 /// websocket`, a `Connection` header listing `upgrade`, version 13 and a key.
@@ -45,27 +47,44 @@ pub fn subprotocols(headers: &HeaderMap) -> Vec<String> {
         .collect()
 }
 
+/// RFC 6455 §4.2.2: `Sec-WebSocket-Accept` is base64(SHA-1(key + this GUID)).
+const ACCEPT_GUID: &[u8] = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
+
+pub fn accept_key(key: &[u8]) -> String {
+    let mut sha1 = Sha1::new();
+    sha1.update(key);
+    sha1.update(ACCEPT_GUID);
+    BASE64.encode(&sha1.finalize())
+}
+
 /// The subprotocol the app chose is not a valid header value.
 #[derive(Debug)]
 pub struct InvalidSubprotocol;
 
-/// The headers of the `101 Switching Protocols` answer, before the app's extra headers.
+/// The headers of the `101 Switching Protocols` answer, before the app's extra headers;
+/// `extensions` is our `Sec-WebSocket-Extensions` answer, if an extension was agreed.
 pub fn accept_headers(
     key: &[u8],
     subprotocol: Option<&str>,
+    extensions: Option<&str>,
 ) -> Result<HeaderMap, InvalidSubprotocol> {
     let mut headers = HeaderMap::new();
     headers.insert(UPGRADE, HeaderValue::from_static("websocket"));
     headers.insert(CONNECTION, HeaderValue::from_static("Upgrade"));
-    let accept = tokio_tungstenite::tungstenite::handshake::derive_accept_key(key);
     headers.insert(
         SEC_WEBSOCKET_ACCEPT,
-        HeaderValue::from_str(&accept).map_err(|_| InvalidSubprotocol)?,
+        HeaderValue::from_str(&accept_key(key)).map_err(|_| InvalidSubprotocol)?,
     );
     if let Some(protocol) = subprotocol {
         headers.insert(
             SEC_WEBSOCKET_PROTOCOL,
             HeaderValue::from_str(protocol).map_err(|_| InvalidSubprotocol)?,
+        );
+    }
+    if let Some(extensions) = extensions {
+        headers.insert(
+            SEC_WEBSOCKET_EXTENSIONS,
+            HeaderValue::from_str(extensions).map_err(|_| InvalidSubprotocol)?,
         );
     }
     Ok(headers)
@@ -106,9 +125,13 @@ mod tests {
 
     #[test]
     fn accept_key_matches_rfc_example() {
-        let h = accept_headers(b"dGhlIHNhbXBsZSBub25jZQ==", Some("chat")).unwrap();
+        let h = accept_headers(b"dGhlIHNhbXBsZSBub25jZQ==", Some("chat"), None).unwrap();
         assert_eq!(h[SEC_WEBSOCKET_ACCEPT], "s3pPLMBiTxaQ9kYGzzhZRbK+xOo=");
         assert_eq!(h[SEC_WEBSOCKET_PROTOCOL], "chat");
+        assert!(!h.contains_key(SEC_WEBSOCKET_EXTENSIONS));
+        let h = accept_headers(b"x", None, Some("permessage-deflate")).unwrap();
+        assert_eq!(h[SEC_WEBSOCKET_EXTENSIONS], "permessage-deflate");
+        assert!(!h.contains_key(SEC_WEBSOCKET_PROTOCOL));
     }
 
     #[test]

@@ -1,8 +1,13 @@
-//! WebSockets over HTTP/1.1 Upgrade (RFC 6455): the handshake checks and the tokio-side
-//! session that moves frames between the socket and the app's channels.
+//! WebSockets over HTTP/1.1 Upgrade (RFC 6455) with permessage-deflate (RFC 7692): the
+//! handshake checks, the framing (frame, utf8, deflate, stream) and the tokio-side session
+//! that moves messages between the socket and the app's channels.
 
+pub mod deflate;
+pub mod frame;
 pub mod handshake;
 pub mod session;
+pub mod stream;
+pub mod utf8;
 
 use std::time::Duration;
 
@@ -15,6 +20,8 @@ pub struct WsConfig {
     pub max_queue: usize,
     pub ping_interval: Option<Duration>,
     pub ping_timeout: Option<Duration>,
+    /// Negotiate permessage-deflate when the client offers it.
+    pub per_message_deflate: bool,
 }
 
 impl Default for WsConfig {
@@ -25,6 +32,7 @@ impl Default for WsConfig {
             max_queue: 32,
             ping_interval: Some(Duration::from_secs(20)),
             ping_timeout: Some(Duration::from_secs(20)),
+            per_message_deflate: true,
         }
     }
 }
@@ -37,7 +45,8 @@ use crate::http::body::ResponseBody;
 
 /// From the client, through a bounded channel (`max_queue`), to the app's `receive()`.
 pub enum WsIn {
-    Text(String),
+    /// Valid UTF-8 (checked by the reader).
+    Text(Bytes),
     Binary(Bytes),
 }
 

@@ -5,19 +5,16 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use futures_util::{SinkExt, StreamExt};
-use http::header::{HeaderValue, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_VERSION};
+use http::header::{
+    HeaderValue, SEC_WEBSOCKET_EXTENSIONS, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_VERSION,
+};
 use http::{Request, Response, StatusCode};
-use hyper::body::Incoming;
+use hyper::body::Incoming as IncomingBody;
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, Interval};
-use tokio_tungstenite::tungstenite::error::ProtocolError;
-use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
-use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
-use tokio_tungstenite::tungstenite::{Error as WsError, Message};
-use tokio_tungstenite::WebSocketStream;
 
 use crate::asgi::protocol::{build_response, error_response};
 use crate::asgi::websocket::WsState;
@@ -27,14 +24,20 @@ use crate::server::request::PendingWebSocket;
 use crate::server::service::ConnCtx;
 use crate::server::{Lifecycle, ServerShared};
 use crate::wakeup::Event;
+use crate::ws::deflate::{negotiate, DeflateParams, Deflater, Inflater};
+use crate::ws::frame::{close_payload, OpCode};
 use crate::ws::handshake::{accept_headers, subprotocols, version_supported, SWITCHING};
+use crate::ws::stream::{Incoming, ReadError, WsReader, WsWriter};
 use crate::ws::{CloseInfo, WsDecision, WsIn, WsOut};
 
 /// How long we wait for the peer's close frame after sending ours.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
+/// How long we keep reading (and discarding) after our half-close, waiting for the peer to
+/// close its side.
+const LINGER: Duration = Duration::from_secs(2);
 
 pub async fn handle_upgrade(
-    mut req: Request<Incoming>,
+    mut req: Request<IncomingBody>,
     conn: &Arc<ConnCtx>,
 ) -> Response<ResponseBody> {
     let shared = &conn.shared;
@@ -55,6 +58,11 @@ pub async fn handle_upgrade(
         .map(|k| k.as_bytes().to_vec())
         .unwrap_or_default();
     let offered = subprotocols(&head.headers);
+    let deflate = if config.ws.per_message_deflate {
+        negotiate(&head.headers)
+    } else {
+        None
+    };
     let (in_tx, in_rx) = mpsc::channel(config.ws.max_queue.max(1));
     let (decision_tx, decision_rx) = oneshot::channel();
     let exchange = Arc::new(Exchange::new(
@@ -80,11 +88,17 @@ pub async fn handle_upgrade(
             headers,
             outbound,
         }) => {
-            let Ok(mut response_headers) = accept_headers(&key, subprotocol.as_deref()) else {
+            let extensions = deflate.as_ref().map(DeflateParams::response_header);
+            let Ok(mut response_headers) =
+                accept_headers(&key, subprotocol.as_deref(), extensions.as_deref())
+            else {
                 return error_response(config, StatusCode::INTERNAL_SERVER_ERROR, None);
             };
             for (name, value) in &headers {
-                if !response_headers.contains_key(name) {
+                // Extensions change the framing, which is ours alone: an app's
+                // Sec-WebSocket-Extensions would announce one nobody implements (or repeat
+                // ours), so it is dropped. Our own handshake headers win likewise.
+                if name != SEC_WEBSOCKET_EXTENSIONS && !response_headers.contains_key(name) {
                     response_headers.append(name.clone(), value.clone());
                 }
             }
@@ -94,11 +108,23 @@ pub async fn handle_upgrade(
             tokio::spawn(async move {
                 match on_upgrade.await {
                     Ok(upgraded) => {
-                        run_session(upgraded, in_tx, outbound, &exchange, &shared).await
+                        let session = Session {
+                            io: TokioIo::new(upgraded),
+                            reader: WsReader::new(
+                                shared.config.ws.max_size,
+                                deflate.as_ref().map(Inflater::new),
+                            ),
+                            writer: WsWriter::new(deflate.as_ref().and_then(Deflater::new)),
+                        };
+                        session
+                            .run(in_tx, outbound, &exchange, guard, &shared)
+                            .await;
                     }
-                    Err(_) => exchange.set_close_info(CloseInfo::abnormal()),
+                    Err(_) => {
+                        exchange.set_close_info(CloseInfo::abnormal());
+                        drop(guard);
+                    }
                 }
-                drop(guard);
             });
             build_response(
                 config,
@@ -110,26 +136,6 @@ pub async fn handle_upgrade(
         Ok(WsDecision::Reject(response)) => response,
         Err(_) => error_response(config, StatusCode::SERVICE_UNAVAILABLE, None),
     }
-}
-
-/// The close code to send for a broken stream; None when the connection is simply gone.
-fn error_close_code(error: &WsError) -> Option<u16> {
-    match error {
-        // The peer closed TCP without a close frame: the connection is lost (1006).
-        WsError::Protocol(ProtocolError::ResetWithoutClosingHandshake) => None,
-        WsError::Protocol(_) => Some(1002),
-        WsError::Utf8(_) => Some(1007),
-        WsError::Capacity(_) => Some(1009),
-        WsError::ConnectionClosed | WsError::AlreadyClosed | WsError::Io(_) => None,
-        _ => Some(1011),
-    }
-}
-
-fn close_message(code: u16, reason: &str) -> Message {
-    Message::Close(Some(CloseFrame {
-        code: CloseCode::from(code),
-        reason: reason.to_owned().into(),
-    }))
 }
 
 async fn tick(interval: &mut Option<Interval>) {
@@ -148,126 +154,182 @@ async fn sleep_until(deadline: Option<Instant>) {
     }
 }
 
-async fn run_session(
-    upgraded: Upgraded,
-    in_tx: mpsc::Sender<WsIn>,
-    mut out_rx: mpsc::Receiver<WsOut>,
+/// Hand a message to the app through the slot reserved for it.
+fn deliver(
+    permit: &mut Option<mpsc::Permit<'_, WsIn>>,
+    message: WsIn,
     exchange: &Arc<Exchange<WsState>>,
-    shared: &Arc<ServerShared>,
 ) {
-    // Counted like a connection so graceful shutdown waits for the close handshake.
-    let _count = shared.track_connection();
-    let ws_config = &shared.config.ws;
-    let config = WebSocketConfig::default()
-        .max_message_size(Some(ws_config.max_size))
-        .max_frame_size(Some(ws_config.max_size));
-    let ws =
-        WebSocketStream::from_raw_socket(TokioIo::new(upgraded), Role::Server, Some(config)).await;
-    let (mut sink, mut stream) = ws.split();
-    let mut lifecycle = shared.lifecycle.subscribe();
-    let mut ping = ws_config.ping_interval.map(|every| {
-        let mut interval = tokio::time::interval_at(Instant::now() + every, every);
-        interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-        interval
-    });
-    let mut pong_deadline: Option<Instant> = None;
-    let mut permit = None;
-    // Set once we sent our close frame: then we only wait for the peer's.
-    let mut closing: Option<(Instant, CloseInfo)> = None;
+    if let Some(permit) = permit.take() {
+        permit.send(message);
+        exchange.wake_receiver();
+    }
+}
 
-    let info = loop {
-        let reading = closing.is_some() || permit.is_some();
-        tokio::select! {
-            reserved = in_tx.reserve(), if permit.is_none() && closing.is_none() => match reserved {
-                Ok(p) => permit = Some(p),
-                Err(_) => break CloseInfo::abnormal(),
-            },
-            message = stream.next(), if reading => match message {
-                Some(Ok(Message::Text(text))) => {
-                    if let Some(p) = permit.take() {
-                        p.send(WsIn::Text(text.as_str().to_owned()));
-                        exchange.wake_receiver();
-                    }
-                }
-                Some(Ok(Message::Binary(data))) => {
-                    if let Some(p) = permit.take() {
-                        p.send(WsIn::Binary(data));
-                        exchange.wake_receiver();
-                    }
-                }
-                Some(Ok(Message::Pong(_))) => pong_deadline = None,
-                // tungstenite answers pings itself (flushed on the next read or write).
-                Some(Ok(Message::Ping(_) | Message::Frame(_))) => {}
-                Some(Ok(Message::Close(frame))) => {
-                    // tungstenite queued the echo of the close frame: push it out.
-                    let _ = sink.flush().await;
-                    if let Some((_, ours)) = closing {
-                        break ours;
-                    }
-                    break match frame {
-                        Some(frame) => CloseInfo {
-                            code: u16::from(frame.code),
-                            reason: frame.reason.as_str().to_owned(),
-                        },
-                        None => CloseInfo { code: 1005, reason: String::new() },
-                    };
-                }
-                Some(Err(error)) => match error_close_code(&error) {
-                    Some(code) if closing.is_none() => {
-                        let _ = sink.send(close_message(code, "")).await;
-                        break CloseInfo { code, reason: String::new() };
-                    }
-                    _ => break CloseInfo::abnormal(),
+/// One open WebSocket: the socket, and the framing state of each direction.
+struct Session {
+    io: TokioIo<Upgraded>,
+    reader: WsReader,
+    writer: WsWriter,
+}
+
+impl Session {
+    async fn close_frame(&mut self, code: u16, reason: &str) -> std::io::Result<()> {
+        self.writer
+            .control(&mut self.io, OpCode::Close, &close_payload(code, reason))
+            .await
+    }
+
+    async fn run(
+        mut self,
+        in_tx: mpsc::Sender<WsIn>,
+        out_rx: mpsc::Receiver<WsOut>,
+        exchange: &Arc<Exchange<WsState>>,
+        guard: CloseGuard<WsState>,
+        shared: &Arc<ServerShared>,
+    ) {
+        // Counted like a connection so graceful shutdown waits for the close handshake.
+        let count = shared.track_connection();
+        let info = self.exchange_frames(&in_tx, out_rx, exchange, shared).await;
+        exchange.set_close_info(info);
+        // Tells receive() the socket is closed.
+        drop(guard);
+        drop(count);
+        self.close_transport().await;
+    }
+
+    async fn exchange_frames(
+        &mut self,
+        in_tx: &mpsc::Sender<WsIn>,
+        mut out_rx: mpsc::Receiver<WsOut>,
+        exchange: &Arc<Exchange<WsState>>,
+        shared: &Arc<ServerShared>,
+    ) -> CloseInfo {
+        let ws_config = &shared.config.ws;
+        let mut lifecycle = shared.lifecycle.subscribe();
+        let mut ping = ws_config.ping_interval.map(|every| {
+            let mut interval = tokio::time::interval_at(Instant::now() + every, every);
+            interval.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            interval
+        });
+        let mut pong_deadline: Option<Instant> = None;
+        let mut permit = None;
+        // Set once we sent our close frame: then we only wait for the peer's.
+        let mut closing: Option<(Instant, CloseInfo)> = None;
+
+        loop {
+            // Reading pauses while the app has `max_queue` messages unread (backpressure);
+            // the peer's close is still awaited once we sent ours.
+            let reading = closing.is_some() || permit.is_some();
+            tokio::select! {
+                reserved = in_tx.reserve(), if permit.is_none() && closing.is_none() => match reserved {
+                    Ok(p) => permit = Some(p),
+                    Err(_) => return CloseInfo::abnormal(),
                 },
-                None => break closing.map(|(_, ours)| ours).unwrap_or_else(CloseInfo::abnormal),
-            },
-            out = out_rx.recv(), if closing.is_none() => {
-                let sent = match out {
-                    Some(WsOut::Text(text)) => sink.send(Message::text(text)).await,
-                    Some(WsOut::Binary(data)) => sink.send(Message::binary(data)).await,
-                    Some(WsOut::Close { code, reason }) => {
-                        let sent = sink.send(close_message(code, &reason)).await;
-                        closing = Some((Instant::now() + CLOSE_TIMEOUT, CloseInfo { code, reason }));
-                        sent
+                incoming = self.reader.read(&mut self.io), if reading => match incoming {
+                    Ok(Incoming::Text(text)) => deliver(&mut permit, WsIn::Text(text), exchange),
+                    Ok(Incoming::Binary(data)) => deliver(&mut permit, WsIn::Binary(data), exchange),
+                    Ok(Incoming::Ping(payload)) => {
+                        // After our close frame nothing more is sent (RFC 6455 §5.5.1).
+                        if closing.is_none()
+                            && self.writer.control(&mut self.io, OpCode::Pong, &payload).await.is_err()
+                        {
+                            return CloseInfo::abnormal();
+                        }
                     }
-                    // The app side went away without a close: close normally.
-                    None => {
-                        let sent = sink.send(close_message(1000, "")).await;
-                        closing = Some((Instant::now() + CLOSE_TIMEOUT, CloseInfo { code: 1000, reason: String::new() }));
-                        sent
+                    Ok(Incoming::Pong(_)) => pong_deadline = None,
+                    Ok(Incoming::Close(frame)) => {
+                        if let Some((_, ours)) = closing {
+                            return ours;
+                        }
+                        // Echo the peer's code (none if it sent none), RFC 6455 §5.5.1.
+                        let echo = match &frame {
+                            Some((code, _)) => close_payload(*code, ""),
+                            None => Vec::new(),
+                        };
+                        let _ = self.writer.control(&mut self.io, OpCode::Close, &echo).await;
+                        return match frame {
+                            Some((code, reason)) => CloseInfo { code, reason },
+                            None => CloseInfo { code: 1005, reason: String::new() },
+                        };
                     }
-                };
-                if sent.is_err() {
-                    break CloseInfo::abnormal();
-                }
-            },
-            () = tick(&mut ping), if closing.is_none() => {
-                if pong_deadline.is_some_and(|d| Instant::now() >= d) {
-                    // Unresponsive peer: give up on it (1006 to the app, as the peer is gone).
-                    let _ = sink.send(close_message(1011, "keepalive ping timeout")).await;
-                    break CloseInfo::abnormal();
-                }
-                if sink.send(Message::Ping(Default::default())).await.is_err() {
-                    break CloseInfo::abnormal();
-                }
-                if pong_deadline.is_none() {
-                    pong_deadline = ws_config.ping_timeout.map(|t| Instant::now() + t);
-                }
-            },
-            () = sleep_until(closing.as_ref().map(|(d, _)| *d)) => {
-                break closing.map(|(_, ours)| ours).unwrap_or_else(CloseInfo::abnormal);
-            },
-            changed = lifecycle.changed() => {
-                let state = if changed.is_ok() { *lifecycle.borrow() } else { Lifecycle::Closing };
-                if state >= Lifecycle::Closing {
-                    break CloseInfo::abnormal();
-                }
-                if state >= Lifecycle::Draining && closing.is_none() {
-                    let _ = sink.send(close_message(1012, "server shutting down")).await;
-                    closing = Some((Instant::now() + CLOSE_TIMEOUT, CloseInfo { code: 1012, reason: String::new() }));
-                }
-            },
+                    Err(ReadError::Violation(violation)) => {
+                        if let Some((_, ours)) = closing {
+                            return ours;
+                        }
+                        let _ = self.close_frame(violation.code, violation.reason).await;
+                        return CloseInfo { code: violation.code, reason: String::new() };
+                    }
+                    Err(ReadError::Lost) => {
+                        return closing.map(|(_, ours)| ours).unwrap_or_else(CloseInfo::abnormal);
+                    }
+                },
+                out = out_rx.recv(), if closing.is_none() => {
+                    let sent = match out {
+                        Some(WsOut::Text(text)) => {
+                            self.writer.message(&mut self.io, true, text.as_bytes()).await
+                        }
+                        Some(WsOut::Binary(data)) => {
+                            self.writer.message(&mut self.io, false, &data).await
+                        }
+                        Some(WsOut::Close { code, reason }) => {
+                            let sent = self.close_frame(code, &reason).await;
+                            closing = Some((Instant::now() + CLOSE_TIMEOUT, CloseInfo { code, reason }));
+                            sent
+                        }
+                        // The app side went away without a close: close normally.
+                        None => {
+                            let sent = self.close_frame(1000, "").await;
+                            closing = Some((Instant::now() + CLOSE_TIMEOUT, CloseInfo { code: 1000, reason: String::new() }));
+                            sent
+                        }
+                    };
+                    if sent.is_err() {
+                        return CloseInfo::abnormal();
+                    }
+                },
+                () = tick(&mut ping), if closing.is_none() => {
+                    if pong_deadline.is_some_and(|d| Instant::now() >= d) {
+                        // Unresponsive peer: give up on it (1006 to the app, as the peer is gone).
+                        let _ = self.close_frame(1011, "keepalive ping timeout").await;
+                        return CloseInfo::abnormal();
+                    }
+                    if self.writer.control(&mut self.io, OpCode::Ping, &[]).await.is_err() {
+                        return CloseInfo::abnormal();
+                    }
+                    if pong_deadline.is_none() {
+                        pong_deadline = ws_config.ping_timeout.map(|t| Instant::now() + t);
+                    }
+                },
+                () = sleep_until(closing.as_ref().map(|(d, _)| *d)) => {
+                    return closing.map(|(_, ours)| ours).unwrap_or_else(CloseInfo::abnormal);
+                },
+                changed = lifecycle.changed() => {
+                    let state = if changed.is_ok() { *lifecycle.borrow() } else { Lifecycle::Closing };
+                    if state >= Lifecycle::Closing {
+                        return CloseInfo::abnormal();
+                    }
+                    if state >= Lifecycle::Draining && closing.is_none() {
+                        let _ = self.close_frame(1012, "server shutting down").await;
+                        closing = Some((Instant::now() + CLOSE_TIMEOUT, CloseInfo { code: 1012, reason: String::new() }));
+                    }
+                },
+            }
         }
-    };
-    exchange.set_close_info(info);
+    }
+
+    /// RFC 6455 §7.1.1: the server closes the TCP connection first. Half-close, then read
+    /// (and discard) until the peer closes too, for a bounded time: closing with unread
+    /// input would reset the connection, and a reset can destroy the close frame we just
+    /// sent before the peer reads it.
+    async fn close_transport(mut self) {
+        let _ = tokio::time::timeout(LINGER, async {
+            if self.io.shutdown().await.is_err() {
+                return;
+            }
+            let mut sink = [0u8; 4096];
+            while let Ok(1..) = self.io.read(&mut sink).await {}
+        })
+        .await;
+    }
 }

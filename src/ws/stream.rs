@@ -1,0 +1,639 @@
+//! Messages over the upgraded connection: `WsReader` turns client frames into messages
+//! (unmasking, reassembly, UTF-8 checks, decompression, size limits) and `WsWriter` turns
+//! messages into server frames (compression, one write per frame).
+//!
+//! Neither owns the socket: the session passes it in, so one task can wait for a message
+//! and, once the wait ends, write on the same socket. `WsReader::read` is cancel-safe (all
+//! progress lives in the reader, the only await is a read into its buffer), which is what
+//! lets the session race it against other events in `select!`.
+
+use std::io::{self, IoSlice};
+
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+
+use crate::ws::deflate::{Deflater, Inflater};
+use crate::ws::frame::{
+    apply_mask, encode_header, parse_close, parse_header, FrameHeader, OpCode, Violation,
+    MAX_SERVER_HEADER,
+};
+use crate::ws::utf8::Utf8Validator;
+
+/// What the reader hands the session.
+#[derive(Debug, PartialEq, Eq)]
+pub enum Incoming {
+    /// A text message; the bytes are valid UTF-8.
+    Text(Bytes),
+    Binary(Bytes),
+    Ping(Bytes),
+    Pong(Bytes),
+    /// The peer's close frame: its code and reason, None when it carried no code.
+    Close(Option<(u16, String)>),
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub enum ReadError {
+    /// The peer broke the protocol: fail the connection with this close code.
+    Violation(Violation),
+    /// EOF or an I/O error: the connection is gone.
+    Lost,
+}
+
+/// Smaller payloads are copied out of the read buffer, which then stays unshared and is
+/// reused; larger ones are split off it without a copy.
+const SPLIT_MIN: usize = 4096;
+/// How much room a read gets when no large frame is pending.
+const READ_CHUNK: usize = 16 * 1024;
+/// The most room reserved for a frame on the word of its header alone.
+const TRUSTED_RESERVE: usize = 1 << 20;
+
+const INVALID_UTF8: Violation = Violation::invalid_data("invalid UTF-8 in a text message");
+
+/// The frame whose payload is being received.
+struct PartialFrame {
+    header: FrameHeader,
+    len: usize,
+    /// Payload bytes (at the start of the read buffer) already unmasked.
+    done: usize,
+    /// Feed the payload to the UTF-8 validator as it arrives (uncompressed text).
+    check_utf8: bool,
+}
+
+/// A fragmented message being reassembled.
+struct Fragmented {
+    text: bool,
+    compressed: bool,
+    /// The message so far (inflated, when compressed).
+    data: Vec<u8>,
+    /// Payload bytes received on the wire, bounded by `max_size` too.
+    wire_len: usize,
+}
+
+pub struct WsReader {
+    buf: BytesMut,
+    max_size: usize,
+    inflater: Option<Inflater>,
+    frame: Option<PartialFrame>,
+    message: Option<Fragmented>,
+    utf8: Utf8Validator,
+}
+
+impl WsReader {
+    /// `inflater` is set when permessage-deflate was agreed.
+    pub fn new(max_size: usize, inflater: Option<Inflater>) -> Self {
+        WsReader {
+            buf: BytesMut::with_capacity(READ_CHUNK),
+            max_size,
+            inflater,
+            frame: None,
+            message: None,
+            utf8: Utf8Validator::default(),
+        }
+    }
+
+    /// The next message or control frame.
+    pub async fn read<R: AsyncRead + Unpin>(&mut self, io: &mut R) -> Result<Incoming, ReadError> {
+        loop {
+            if let Some(incoming) = self.parse().map_err(ReadError::Violation)? {
+                return Ok(incoming);
+            }
+            // A large frame gets room for its whole payload at once (no regrowing and
+            // copying), up to TRUSTED_RESERVE; beyond that the room grows with the bytes that
+            // actually arrive, so a header alone cannot make us reserve --ws-max-size.
+            let wanted = match &self.frame {
+                Some(frame) => {
+                    let remaining = frame.len.saturating_sub(self.buf.len());
+                    remaining
+                        .min(TRUSTED_RESERVE.max(self.buf.len()))
+                        .max(READ_CHUNK)
+                }
+                None => READ_CHUNK,
+            };
+            self.buf.reserve(wanted);
+            match io.read_buf(&mut self.buf).await {
+                Ok(0) | Err(_) => return Err(ReadError::Lost),
+                Ok(_) => {}
+            }
+        }
+    }
+
+    /// Add bytes as if read from the socket (for tests and the fuzz target; `read` does
+    /// this itself).
+    pub fn feed(&mut self, bytes: &[u8]) {
+        self.buf.extend_from_slice(bytes);
+    }
+
+    /// Whatever complete message or control frame the buffered bytes hold. After an error
+    /// the reader must not be used again.
+    pub fn next_buffered(&mut self) -> Result<Option<Incoming>, Violation> {
+        self.parse()
+    }
+
+    fn parse(&mut self) -> Result<Option<Incoming>, Violation> {
+        loop {
+            let frame = match &mut self.frame {
+                Some(frame) => frame,
+                None => {
+                    let Some((header, at)) = parse_header(&self.buf, self.inflater.is_some())?
+                    else {
+                        return Ok(None);
+                    };
+                    let frame = self.start_frame(header)?;
+                    self.buf.advance(at);
+                    self.frame.insert(frame)
+                }
+            };
+            let available = frame.len.min(self.buf.len());
+            if available > frame.done {
+                let fresh = &mut self.buf[frame.done..available];
+                apply_mask(fresh, frame.header.mask, frame.done);
+                if frame.check_utf8 {
+                    // Fail fast: invalid text is refused at the first impossible byte, even
+                    // in the middle of a frame.
+                    self.utf8.feed(fresh).map_err(|_| INVALID_UTF8)?;
+                }
+                frame.done = available;
+            }
+            if frame.done < frame.len {
+                return Ok(None);
+            }
+            let (header, len) = (frame.header, frame.len);
+            self.frame = None;
+            if let Some(incoming) = self.finish_frame(header, len)? {
+                return Ok(Some(incoming));
+            }
+        }
+    }
+
+    /// The checks that need the message state, once a header is in.
+    fn start_frame(&mut self, header: FrameHeader) -> Result<PartialFrame, Violation> {
+        let len = usize::try_from(header.len).map_err(|_| Violation::too_big())?;
+        let check_utf8 = match header.opcode {
+            OpCode::Close | OpCode::Ping | OpCode::Pong => false,
+            OpCode::Text | OpCode::Binary => {
+                if self.message.is_some() {
+                    return Err(Violation::protocol(
+                        "new data frame in the middle of a fragmented message",
+                    ));
+                }
+                if len > self.max_size {
+                    return Err(Violation::too_big());
+                }
+                let text = header.opcode == OpCode::Text;
+                if !header.fin {
+                    self.message = Some(Fragmented {
+                        text,
+                        compressed: header.rsv1,
+                        data: Vec::new(),
+                        wire_len: 0,
+                    });
+                }
+                self.utf8.reset();
+                text && !header.rsv1
+            }
+            OpCode::Continuation => {
+                let Some(message) = &self.message else {
+                    return Err(Violation::protocol("continuation frame without a message"));
+                };
+                if len > self.max_size - message.wire_len {
+                    return Err(Violation::too_big());
+                }
+                message.text && !message.compressed
+            }
+        };
+        Ok(PartialFrame {
+            header,
+            len,
+            done: 0,
+            check_utf8,
+        })
+    }
+
+    /// The frame's whole (unmasked) payload is at the start of the buffer.
+    fn finish_frame(
+        &mut self,
+        header: FrameHeader,
+        len: usize,
+    ) -> Result<Option<Incoming>, Violation> {
+        let text = header.opcode == OpCode::Text;
+        match header.opcode {
+            OpCode::Ping => Ok(Some(Incoming::Ping(self.take_payload(len)))),
+            OpCode::Pong => Ok(Some(Incoming::Pong(self.take_payload(len)))),
+            OpCode::Close => {
+                let close = parse_close(&self.buf[..len]);
+                self.buf.advance(len);
+                close.map(|c| Some(Incoming::Close(c)))
+            }
+            OpCode::Text | OpCode::Binary if header.fin => {
+                let data = if header.rsv1 {
+                    let mut out = Vec::new();
+                    let inflater = self.inflater.as_mut().ok_or(NOT_NEGOTIATED)?;
+                    inflater.inflate(&self.buf[..len], &mut out, self.max_size)?;
+                    self.buf.advance(len);
+                    inflater.finish(&mut out, self.max_size)?;
+                    if text {
+                        self.utf8.feed(&out).map_err(|_| INVALID_UTF8)?;
+                    }
+                    Bytes::from(out)
+                } else {
+                    self.take_payload(len)
+                };
+                if text {
+                    self.utf8.finish().map_err(|_| INVALID_UTF8)?;
+                    Ok(Some(Incoming::Text(data)))
+                } else {
+                    Ok(Some(Incoming::Binary(data)))
+                }
+            }
+            OpCode::Text | OpCode::Binary | OpCode::Continuation => {
+                let Some(message) = self.message.as_mut() else {
+                    return Err(Violation::protocol("continuation frame without a message"));
+                };
+                message.wire_len += len;
+                let payload = &self.buf[..len];
+                if message.compressed {
+                    let inflater = self.inflater.as_mut().ok_or(NOT_NEGOTIATED)?;
+                    let before = message.data.len();
+                    inflater.inflate(payload, &mut message.data, self.max_size)?;
+                    if header.fin {
+                        inflater.finish(&mut message.data, self.max_size)?;
+                    }
+                    if message.text {
+                        // Checked fragment by fragment, to fail as early as possible.
+                        self.utf8
+                            .feed(&message.data[before..])
+                            .map_err(|_| INVALID_UTF8)?;
+                    }
+                } else {
+                    // Already UTF-8-checked as it arrived.
+                    message.data.extend_from_slice(payload);
+                }
+                self.buf.advance(len);
+                if !header.fin {
+                    return Ok(None);
+                }
+                let Some(message) = self.message.take() else {
+                    return Ok(None);
+                };
+                let data = Bytes::from(message.data);
+                if message.text {
+                    self.utf8.finish().map_err(|_| INVALID_UTF8)?;
+                    Ok(Some(Incoming::Text(data)))
+                } else {
+                    Ok(Some(Incoming::Binary(data)))
+                }
+            }
+        }
+    }
+
+    fn take_payload(&mut self, len: usize) -> Bytes {
+        if len >= SPLIT_MIN {
+            self.buf.split_to(len).freeze()
+        } else {
+            let payload = Bytes::copy_from_slice(&self.buf[..len]);
+            self.buf.advance(len);
+            payload
+        }
+    }
+}
+
+/// RSV1 is refused by `parse_header` unless an inflater exists; this only keeps the code
+/// free of unwraps.
+const NOT_NEGOTIATED: Violation = Violation::protocol("RSV1 set without an extension");
+
+/// Frames up to this size are copied next to their header and written in one call; larger
+/// ones go out with a vectored write of header and payload.
+const COPY_MAX: usize = 16 * 1024;
+/// Scratch buffers larger than this are released after use rather than kept per connection.
+const KEEP_MAX: usize = 64 * 1024;
+
+pub struct WsWriter {
+    deflater: Option<Deflater>,
+    compressed: Vec<u8>,
+    scratch: Vec<u8>,
+}
+
+impl WsWriter {
+    pub fn new(deflater: Option<Deflater>) -> Self {
+        WsWriter {
+            deflater,
+            compressed: Vec::new(),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Send one text or binary message as a single frame, compressed when agreed.
+    pub async fn message<W: AsyncWrite + Unpin>(
+        &mut self,
+        io: &mut W,
+        text: bool,
+        payload: &[u8],
+    ) -> io::Result<()> {
+        let opcode = if text { OpCode::Text } else { OpCode::Binary };
+        // RFC 7692 lets each message choose; we compress every one, small ones included:
+        // with context takeover even short repetitive messages shrink, and some clients
+        // (kosoku 0.1.0) mishandle uncompressed text on a compressed connection.
+        if let Some(deflater) = &mut self.deflater {
+            if deflater.compress(payload, &mut self.compressed).is_ok() {
+                let result =
+                    write_frame(io, &mut self.scratch, opcode, true, &self.compressed).await;
+                if self.compressed.capacity() > KEEP_MAX {
+                    self.compressed = Vec::new();
+                }
+                return result;
+            }
+        }
+        write_frame(io, &mut self.scratch, opcode, false, payload).await
+    }
+
+    /// Send a ping, pong or close frame (payload at most 125 bytes).
+    pub async fn control<W: AsyncWrite + Unpin>(
+        &mut self,
+        io: &mut W,
+        opcode: OpCode,
+        payload: &[u8],
+    ) -> io::Result<()> {
+        write_frame(io, &mut self.scratch, opcode, false, payload).await
+    }
+}
+
+async fn write_frame<W: AsyncWrite + Unpin>(
+    io: &mut W,
+    scratch: &mut Vec<u8>,
+    opcode: OpCode,
+    rsv1: bool,
+    payload: &[u8],
+) -> io::Result<()> {
+    let mut head = [0u8; MAX_SERVER_HEADER];
+    let n = encode_header(&mut head, true, rsv1, opcode, payload.len());
+    if payload.len() <= COPY_MAX {
+        scratch.clear();
+        scratch.extend_from_slice(&head[..n]);
+        scratch.extend_from_slice(payload);
+        io.write_all(scratch).await?;
+    } else {
+        write_all_vectored(io, &head[..n], payload).await?;
+    }
+    io.flush().await
+}
+
+async fn write_all_vectored<W: AsyncWrite + Unpin>(
+    io: &mut W,
+    mut head: &[u8],
+    mut body: &[u8],
+) -> io::Result<()> {
+    while !head.is_empty() {
+        let n = io
+            .write_vectored(&[IoSlice::new(head), IoSlice::new(body)])
+            .await?;
+        if n == 0 {
+            return Err(io::ErrorKind::WriteZero.into());
+        }
+        if n < head.len() {
+            head = &head[n..];
+        } else {
+            body = &body[n - head.len()..];
+            head = &[];
+        }
+    }
+    io.write_all(body).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::ws::deflate::DeflateParams;
+
+    /// A masked client frame.
+    fn frame(fin: bool, rsv1: bool, opcode: u8, payload: &[u8]) -> Vec<u8> {
+        let key = [0xA5, 0x01, 0x7E, 0x33];
+        let mut out = vec![(u8::from(fin) << 7) | (u8::from(rsv1) << 6) | opcode];
+        match payload.len() {
+            n if n < 126 => out.push(0x80 | n as u8),
+            n if n <= 0xFFFF => {
+                out.push(0x80 | 126);
+                out.extend_from_slice(&(n as u16).to_be_bytes());
+            }
+            n => {
+                out.push(0x80 | 127);
+                out.extend_from_slice(&(n as u64).to_be_bytes());
+            }
+        }
+        out.extend_from_slice(&key);
+        let start = out.len();
+        out.extend_from_slice(payload);
+        apply_mask(&mut out[start..], key, 0);
+        out
+    }
+
+    fn reader(deflate: bool) -> WsReader {
+        let inflater = deflate.then(|| Inflater::new(&DeflateParams::default()));
+        WsReader::new(1 << 20, inflater)
+    }
+
+    /// Everything the reader makes of `wire`, fed `step` bytes at a time.
+    fn read_all(
+        reader: &mut WsReader,
+        wire: &[u8],
+        step: usize,
+    ) -> Vec<Result<Incoming, Violation>> {
+        let mut out = Vec::new();
+        for piece in wire.chunks(step.max(1)) {
+            reader.feed(piece);
+            loop {
+                match reader.next_buffered() {
+                    Ok(Some(incoming)) => out.push(Ok(incoming)),
+                    Ok(None) => break,
+                    Err(v) => {
+                        out.push(Err(v));
+                        return out;
+                    }
+                }
+            }
+        }
+        out
+    }
+
+    #[test]
+    fn reassembles_fragments_with_interleaved_control_frames() {
+        let mut wire = frame(false, false, 1, "héllo ".as_bytes());
+        wire.extend(frame(true, false, 9, b"ping!"));
+        wire.extend(frame(false, false, 0, &[0xC3])); // half of "é"
+        wire.extend(frame(true, false, 0, &[0xA9]));
+        wire.extend(frame(true, false, 2, &[0u8; 5000]));
+        for step in [1, 3, 64, 100_000] {
+            let got = read_all(&mut reader(false), &wire, step);
+            assert_eq!(
+                got,
+                vec![
+                    Ok(Incoming::Ping(Bytes::from_static(b"ping!"))),
+                    Ok(Incoming::Text(Bytes::from("héllo é"))),
+                    Ok(Incoming::Binary(Bytes::from(vec![0u8; 5000]))),
+                ],
+                "step {step}"
+            );
+        }
+    }
+
+    #[test]
+    fn invalid_utf8_fails_before_the_frame_ends() {
+        let mut payload = b"valid start ".to_vec();
+        payload.extend_from_slice(b"\xf4\x90\x80\x80");
+        payload.extend_from_slice(&[b'x'; 1000]);
+        let wire = frame(true, false, 1, &payload);
+        let mut r = reader(false);
+        // Only the header and the first part of the payload: already refused.
+        let got = read_all(&mut r, &wire[..8 + 20], 5);
+        assert_eq!(got, vec![Err(INVALID_UTF8)]);
+        // A valid prefix split at the end of a message is refused at the end.
+        let wire = frame(true, false, 1, b"abc\xe2\x82");
+        assert_eq!(
+            read_all(&mut reader(false), &wire, 100),
+            vec![Err(INVALID_UTF8)]
+        );
+    }
+
+    #[test]
+    fn message_order_violations() {
+        let cont = frame(true, false, 0, b"x");
+        let got = read_all(&mut reader(false), &cont, 100);
+        assert_eq!(got[0].as_ref().map_err(|v| v.code), Err(1002));
+        let mut wire = frame(false, false, 1, b"a");
+        wire.extend(frame(true, false, 1, b"b"));
+        let got = read_all(&mut reader(false), &wire, 100);
+        assert_eq!(got[0].as_ref().map_err(|v| v.code), Err(1002));
+        let close1 = frame(true, false, 8, &[3]);
+        let got = read_all(&mut reader(false), &close1, 100);
+        assert_eq!(got[0].as_ref().map_err(|v| v.code), Err(1002));
+    }
+
+    #[test]
+    fn size_limit_counts_fragments() {
+        let mut r = WsReader::new(100, None);
+        let got = read_all(&mut r, &frame(true, false, 2, &[1; 101]), 1000);
+        assert_eq!(got, vec![Err(Violation::too_big())]);
+        let mut r = WsReader::new(100, None);
+        let mut wire = frame(false, false, 2, &[1; 60]);
+        wire.extend(frame(true, false, 0, &[1; 41]));
+        assert_eq!(
+            read_all(&mut r, &wire, 1000),
+            vec![Err(Violation::too_big())]
+        );
+        let mut r = WsReader::new(100, None);
+        let mut wire = frame(false, false, 2, &[1; 60]);
+        wire.extend(frame(true, false, 0, &[1; 40]));
+        assert_eq!(
+            read_all(&mut r, &wire, 1000),
+            vec![Ok(Incoming::Binary(Bytes::from(vec![1; 100])))]
+        );
+    }
+
+    #[test]
+    fn compressed_messages_single_and_fragmented() {
+        let mut deflater = Deflater::new(&DeflateParams::default()).unwrap();
+        let text = "compressible text ".repeat(100);
+        let mut compressed = Vec::new();
+        deflater.compress(text.as_bytes(), &mut compressed).unwrap();
+        let mut wire = frame(true, true, 1, &compressed);
+        deflater.compress(text.as_bytes(), &mut compressed).unwrap();
+        let (a, b) = compressed.split_at(compressed.len() / 2);
+        wire.extend(frame(false, true, 1, a));
+        wire.extend(frame(true, false, 0, b));
+        wire.extend(frame(true, false, 1, b"plain"));
+        for step in [1, 7, 100_000] {
+            let got = read_all(&mut reader(true), &wire, step);
+            assert_eq!(
+                got,
+                vec![
+                    Ok(Incoming::Text(Bytes::from(text.clone()))),
+                    Ok(Incoming::Text(Bytes::from(text.clone()))),
+                    Ok(Incoming::Text(Bytes::from_static(b"plain"))),
+                ]
+            );
+        }
+        // RSV1 without the extension, or on a continuation.
+        let got = read_all(&mut reader(false), &frame(true, true, 1, b"x"), 100);
+        assert_eq!(got[0].as_ref().map_err(|v| v.code), Err(1002));
+        let mut wire = frame(false, true, 2, b"x");
+        wire.extend(frame(true, true, 0, b"y"));
+        let got = read_all(&mut reader(true), &wire, 100);
+        assert_eq!(got[0].as_ref().map_err(|v| v.code), Err(1002));
+    }
+
+    #[test]
+    fn compressed_bomb_is_1009_and_bad_text_1007() {
+        let mut deflater = Deflater::new(&DeflateParams::default()).unwrap();
+        let mut compressed = Vec::new();
+        deflater
+            .compress(&vec![b'a'; 2 << 20], &mut compressed)
+            .unwrap();
+        let got = read_all(
+            &mut reader(true),
+            &frame(true, true, 2, &compressed),
+            1 << 20,
+        );
+        assert_eq!(got, vec![Err(Violation::too_big())]);
+        let mut deflater = Deflater::new(&DeflateParams::default()).unwrap();
+        deflater.compress(&[0xFF; 100], &mut compressed).unwrap();
+        let got = read_all(
+            &mut reader(true),
+            &frame(true, true, 1, &compressed),
+            1 << 20,
+        );
+        assert_eq!(got, vec![Err(INVALID_UTF8)]);
+    }
+
+    #[tokio::test]
+    async fn a_header_alone_does_not_reserve_the_whole_frame() {
+        let (mut client, mut server) = tokio::io::duplex(1 << 16);
+        let mut r = WsReader::new(64 << 20, None);
+        let mut header = vec![0x82, 0x80 | 127];
+        header.extend_from_slice(&(32u64 << 20).to_be_bytes());
+        header.extend_from_slice(&[1, 2, 3, 4]);
+        header.extend_from_slice(&[0; 100]);
+        client.write_all(&header).await.unwrap();
+        // Nothing more comes: the read stays pending, and dropping it (as select! does)
+        // keeps what was parsed.
+        let pending =
+            tokio::time::timeout(std::time::Duration::from_millis(50), r.read(&mut server)).await;
+        assert!(pending.is_err());
+        assert_eq!(
+            r.frame.as_ref().map(|f| (f.len, f.done)),
+            Some((32 << 20, 100))
+        );
+        assert!(r.buf.capacity() <= TRUSTED_RESERVE + READ_CHUNK);
+    }
+
+    #[tokio::test]
+    async fn reads_and_writes_over_a_socket() {
+        let (mut client, mut server) = tokio::io::duplex(1 << 16);
+        let big = vec![7u8; 100_000];
+        let echo = tokio::spawn(async move {
+            let mut r = WsReader::new(1 << 20, None);
+            let mut w = WsWriter::new(None);
+            while let Ok(m) = r.read(&mut server).await {
+                match m {
+                    Incoming::Binary(b) => w.message(&mut server, false, &b).await.unwrap(),
+                    Incoming::Text(t) => w.message(&mut server, true, &t).await.unwrap(),
+                    _ => break,
+                }
+            }
+            r.read(&mut server).await
+        });
+        client
+            .write_all(&frame(true, false, 2, &big))
+            .await
+            .unwrap();
+        client
+            .write_all(&frame(true, false, 1, b"hi"))
+            .await
+            .unwrap();
+        let mut echoed = vec![0u8; 10 + big.len() + 4];
+        client.read_exact(&mut echoed).await.unwrap();
+        assert_eq!(&echoed[..10], &[0x82, 127, 0, 0, 0, 0, 0, 1, 0x86, 0xA0]);
+        assert_eq!(&echoed[10..10 + big.len()], &big[..]);
+        assert_eq!(&echoed[10 + big.len()..], &[0x81, 2, b'h', b'i']);
+        drop(client);
+        assert_eq!(echo.await.unwrap(), Err(ReadError::Lost));
+    }
+}
