@@ -239,30 +239,33 @@ pub fn close_payload(code: u16, reason: &str) -> Vec<u8> {
     payload
 }
 
+/// A masked client frame, as a client library would build it (for tests of the readers).
+#[cfg(test)]
+pub(crate) fn masked_client_frame(b0: u8, payload: &[u8], key: [u8; 4]) -> Vec<u8> {
+    let mut out = vec![b0];
+    match payload.len() {
+        n if n < 126 => out.push(0x80 | n as u8),
+        n if n <= 0xFFFF => {
+            out.push(0x80 | 126);
+            out.extend_from_slice(&(n as u16).to_be_bytes());
+        }
+        n => {
+            out.push(0x80 | 127);
+            out.extend_from_slice(&(n as u64).to_be_bytes());
+        }
+    }
+    out.extend_from_slice(&key);
+    let start = out.len();
+    out.extend_from_slice(payload);
+    apply_mask(&mut out[start..], key, 0);
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
-    /// A masked client frame, as a client library would build it.
-    fn client_frame(b0: u8, payload: &[u8], key: [u8; 4]) -> Vec<u8> {
-        let mut out = vec![b0];
-        match payload.len() {
-            n if n < 126 => out.push(0x80 | n as u8),
-            n if n <= 0xFFFF => {
-                out.push(0x80 | 126);
-                out.extend_from_slice(&(n as u16).to_be_bytes());
-            }
-            n => {
-                out.push(0x80 | 127);
-                out.extend_from_slice(&(n as u64).to_be_bytes());
-            }
-        }
-        out.extend_from_slice(&key);
-        let start = out.len();
-        out.extend_from_slice(payload);
-        apply_mask(&mut out[start..], key, 0);
-        out
-    }
+    use crate::ws::frame::masked_client_frame as client_frame;
 
     fn parse(buf: &[u8]) -> Result<Option<(FrameHeader, usize)>, Violation> {
         parse_header(buf, false)

@@ -406,24 +406,8 @@ mod tests {
 
     /// A masked client frame.
     fn frame(fin: bool, rsv1: bool, opcode: u8, payload: &[u8]) -> Vec<u8> {
-        let key = [0xA5, 0x01, 0x7E, 0x33];
-        let mut out = vec![(u8::from(fin) << 7) | (u8::from(rsv1) << 6) | opcode];
-        match payload.len() {
-            n if n < 126 => out.push(0x80 | n as u8),
-            n if n <= 0xFFFF => {
-                out.push(0x80 | 126);
-                out.extend_from_slice(&(n as u16).to_be_bytes());
-            }
-            n => {
-                out.push(0x80 | 127);
-                out.extend_from_slice(&(n as u64).to_be_bytes());
-            }
-        }
-        out.extend_from_slice(&key);
-        let start = out.len();
-        out.extend_from_slice(payload);
-        apply_mask(&mut out[start..], key, 0);
-        out
+        let b0 = (u8::from(fin) << 7) | (u8::from(rsv1) << 6) | opcode;
+        crate::ws::frame::masked_client_frame(b0, payload, [0xA5, 0x01, 0x7E, 0x33])
     }
 
     fn reader(deflate: bool) -> WsReader {
