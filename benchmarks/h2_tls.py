@@ -8,18 +8,25 @@ Runs three loads against each server and prints requests/s and the ferrocorn/gra
 
 Standalone: the app served is ``app`` below (a plaintext "Hello, World!"), the certificate a
 self-signed one made with the openssl CLI.  Needs h2load (nghttp2-client), wrk and openssl;
-granian from ``benchmarks/.venv/bin/granian``, ``--granian PATH`` or PATH.  ferrocorn runs
-under the interpreter running this script (build it in release mode first, and make sure
+granian from ``benchmarks/.venv/bin/granian``, ``--granian PATH`` or PATH; hypercorn (for the
+HTTP/2 loads) when ``benchmarks/.venv/bin/hypercorn`` or ``--hypercorn PATH`` exists.  ferrocorn
+runs under the interpreter running this script (build it in release mode first, and make sure
 ``import ferrocorn`` finds that build, e.g. with PYTHONPATH=python).
 
-    python benchmarks/h2_tls.py [--duration 8] [--connections 10] [--streams 10]
+Each server runs one worker pinned to CPU 0 (``taskset``), the load generator is pinned to
+CPU 1 (``--no-pin`` turns that off); a fresh server per measurement, ``--rounds`` rounds
+interleaved across servers, the median kept.  ``--out FILE`` also writes a Markdown table.
+
+    python benchmarks/h2_tls.py [--duration 8] [--rounds 3] [--connections 10] [--streams 10]
 """
 
 import argparse
 import os
+import platform
 import re
 import shutil
 import socket
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -76,35 +83,48 @@ def wait_port(port, proc, timeout=30.0):
     raise RuntimeError("server did not start listening")
 
 
-def find_granian(explicit):
-    for candidate in (explicit, os.path.join(HERE, ".venv", "bin", "granian"),
-                      shutil.which("granian")):
+def find_tool(name, explicit):
+    for candidate in (explicit, os.path.join(HERE, ".venv", "bin", name), shutil.which(name)):
         if candidate and os.access(candidate, os.X_OK):
             return candidate
     return None
 
 
-def server_argv(name, port, tls, granian):
+SERVER_CPU, CLIENT_CPU = "0", "1"
+
+
+def pinned(argv, cpu, pin):
+    return ["taskset", "-c", cpu, *argv] if pin else argv
+
+
+def server_argv(name, port, tls, tools):
     if name == "ferrocorn":
         argv = [sys.executable, "-m", "ferrocorn", "h2_tls:app", "--app-dir", HERE,
                 "--host", "127.0.0.1", "--port", str(port), "--no-access-log",
                 "--log-level", "warning"]
         if tls:
             argv += ["--ssl-certfile", tls[0], "--ssl-keyfile", tls[1]]
-    else:
-        argv = [granian, "--interface", "asgi", "--http", "auto", "--host", "127.0.0.1",
-                "--port", str(port), "--workers", "1", "--no-access-log",
+    elif name == "granian":
+        argv = [tools["granian"], "--interface", "asgi", "--http", "auto", "--host", "127.0.0.1",
+                "--port", str(port), "--workers", "1", "--no-access-log", "--runtime-mode", "st",
                 "--log-level", "warning", "--working-dir", HERE]
         if tls:
             argv += ["--ssl-certificate", tls[0], "--ssl-keyfile", tls[1]]
         argv.append("h2_tls:app")
+    else:
+        # hypercorn speaks h2c (prior knowledge) on a plain bind, and h2 by ALPN with TLS.
+        argv = [tools["hypercorn"], "--bind", f"127.0.0.1:{port}", "--workers", "1",
+                "--worker-class", "uvloop", "--log-level", "warning", "h2_tls:app"]
+        if tls:
+            argv += ["--certfile", tls[0], "--keyfile", tls[1]]
     return argv
 
 
 def run_h2load(url, args):
     out = subprocess.run(
-        ["h2load", "-D", str(args.duration), "--warm-up-time", "1", "-c", str(args.connections),
-         "-m", str(args.streams), "-t", "1", url],
+        pinned(["h2load", "-D", str(args.duration), "--warm-up-time", "1", "-c",
+                str(args.connections), "-m", str(args.streams), "-t", "1", url],
+               CLIENT_CPU, args.pin),
         capture_output=True, text=True, env=dict(os.environ, LC_ALL="C"),
     ).stdout
     rate = re.search(r"finished in [\d.]+\w+, ([\d.]+) req/s", out)
@@ -117,7 +137,8 @@ def run_h2load(url, args):
 
 def run_wrk(url, args):
     out = subprocess.run(
-        ["wrk", "-t", "1", "-c", str(args.connections * 5), "-d", f"{args.duration}s", url],
+        pinned(["wrk", "-t", "1", "-c", str(args.connections * 5), "-d", f"{args.duration}s", url],
+               CLIENT_CPU, args.pin),
         capture_output=True, text=True,
     ).stdout
     rate = re.search(r"Requests/sec:\s+([\d.]+)", out)
@@ -132,68 +153,105 @@ LOADS = [
     ("h2load h2 (TLS)", True, lambda port, a: run_h2load(f"https://127.0.0.1:{port}/", a)),
     ("wrk HTTPS (HTTP/1.1)", True, lambda port, a: run_wrk(f"https://127.0.0.1:{port}/", a)),
 ]
+# hypercorn is the HTTP/2 reference; its HTTP/1.1-over-TLS figure is not asked for.
+SKIP = {("hypercorn", "wrk HTTPS (HTTP/1.1)")}
 
 
-def measure(name, tls_files, args, granian):
-    results = {}
-    for label, tls, load in LOADS:
-        port = free_port()
-        proc = subprocess.Popen(
-            server_argv(name, port, tls_files if tls else None, granian),
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
-        )
+def measure_one(name, label, tls, load, tls_files, args, tools):
+    port = free_port()
+    proc = subprocess.Popen(
+        pinned(server_argv(name, port, tls_files if tls else None, tools), SERVER_CPU,
+               args.pin),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=HERE,
+    )
+    try:
+        wait_port(port, proc)
+        return load(port, args)
+    except RuntimeError as exc:
+        return None, str(exc)
+    finally:
+        proc.terminate()
         try:
-            wait_port(port, proc)
-            results[label] = load(port, args)
-        except RuntimeError as exc:
-            results[label] = (None, str(exc))
-        finally:
-            proc.terminate()
-            try:
-                proc.wait(10)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait()
-    return results
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
 
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration", type=int, default=8, help="seconds per load")
+    parser.add_argument("--rounds", type=int, default=3, help="rounds per measurement (median)")
     parser.add_argument("--connections", type=int, default=10)
     parser.add_argument("--streams", type=int, default=10, help="h2load streams per connection")
     parser.add_argument("--granian", help="path of the granian executable")
+    parser.add_argument("--hypercorn", help="path of the hypercorn executable")
+    parser.add_argument("--no-pin", dest="pin", action="store_false",
+                        help="do not pin the server and the load generator to CPUs")
+    parser.add_argument("--out", help="also write the results as Markdown to this file")
     args = parser.parse_args()
     missing = [tool for tool in ("h2load", "wrk", "openssl") if shutil.which(tool) is None]
+    if args.pin and shutil.which("taskset") is None:
+        missing.append("taskset")
     if missing:
         sys.exit("missing tools: " + ", ".join(missing))
-    granian = find_granian(args.granian)
-    servers = ["ferrocorn"] + (["granian"] if granian else [])
-    if not granian:
-        print("granian not found: measuring ferrocorn only", file=sys.stderr)
+    tools = {"granian": find_tool("granian", args.granian),
+             "hypercorn": find_tool("hypercorn", args.hypercorn)}
+    servers = ["ferrocorn"] + [name for name in ("granian", "hypercorn") if tools[name]]
+    for name in ("granian", "hypercorn"):
+        if not tools[name]:
+            print(f"{name} not found: not measured", file=sys.stderr)
 
+    rounds = {}  # (server, load) -> [(rate, note)]
     with tempfile.TemporaryDirectory() as tmp:
         tls_files = make_cert(tmp)
-        results = {name: measure(name, tls_files, args, granian) for name in servers}
+        for r in range(args.rounds):
+            for label, tls, load in LOADS:
+                for name in servers:
+                    if (name, label) in SKIP:
+                        continue
+                    rate, note = measure_one(name, label, tls, load, tls_files, args, tools)
+                    rounds.setdefault((name, label), []).append((rate, note))
+                    shown = f"{rate:,.0f} req/s" if rate is not None else "n/a"
+                    print(f"round {r + 1}/{args.rounds} {label:<22} {name:<10} {shown}"
+                          + (f" ({note})" if note else ""), flush=True)
 
-    print(f"\n{os.cpu_count()} CPU(s); load generator and server share them. "
-          f"{args.connections} connections, {args.streams} streams each (h2load), "
-          f"{args.duration}s per load.")
-    print(f"{'load':<24}" + "".join(f"{name + ' req/s':>18}" for name in servers)
-          + ("      ratio" if granian else ""))
+    def median(name, label):
+        rates = [rate for rate, _ in rounds.get((name, label), []) if rate is not None]
+        return statistics.median(rates) if rates else None
+
+    header = (f"{os.cpu_count()} CPU(s), {platform.platform()}; server pinned to CPU "
+              f"{SERVER_CPU}, load generator to CPU {CLIENT_CPU}" if args.pin else
+              f"{os.cpu_count()} CPU(s), not pinned")
+    lines = [header, "",
+             f"{args.connections} connections, {args.streams} streams each (h2load; wrk: "
+             f"{args.connections * 5} connections), {args.duration} s per load, median of "
+             f"{args.rounds} round(s), a fresh server each time.", "",
+             "| load | " + " | ".join(f"{n} req/s" for n in servers)
+             + " | ferrocorn / granian | ferrocorn / hypercorn |",
+             "|---|" + "---:|" * (len(servers) + 2)]
     for label, _, _ in LOADS:
-        row = f"{label:<24}"
-        rates = []
-        notes = []
-        for name in servers:
-            rate, note = results[name][label]
-            rates.append(rate)
-            row += f"{rate:>18,.0f}" if rate is not None else f"{'n/a':>18}"
-            if note:
-                notes.append(f"{name}: {note}")
-        if granian and all(rates):
-            row += f"{rates[0] / rates[1]:>11.2f}"
-        print(row + ("   (" + "; ".join(notes) + ")" if notes else ""))
+        meds = {name: median(name, label) for name in servers}
+        cells = [f"{meds[n]:,.0f}" if meds[n] is not None else "–" for n in servers]
+        ratios = []
+        for other in ("granian", "hypercorn"):
+            if meds.get("ferrocorn") and meds.get(other):
+                ratios.append(f"{meds['ferrocorn'] / meds[other]:.2f}×")
+            else:
+                ratios.append("–")
+        lines.append(f"| {label} | " + " | ".join(cells + ratios) + " |")
+    notes = sorted({f"{name} {label}: {note}" for (name, label), rs in rounds.items()
+                    for _, note in rs if note})
+    if notes:
+        lines += ["", "Notes: " + "; ".join(notes)]
+    text = "\n".join(lines)
+    print("\n" + text)
+    if args.out:
+        with open(args.out, "w") as f:
+            f.write("# HTTP/2 and TLS benchmark\n\nGenerated by `python benchmarks/h2_tls.py "
+                    + " ".join(sys.argv[1:]) + "` on "
+                    + time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()) + ".\n\n"
+                    + text + "\n")
 
 
 if __name__ == "__main__":
