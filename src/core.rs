@@ -339,26 +339,21 @@ impl Core {
                 (version.major, version.minor) >= (3, 12)
             }
         };
-        let spawner = if eager {
+        // `asyncio.Task(coro, loop=loop)` skips the loop's create_task wrapper (measurably
+        // cheaper per request under uvloop); passing the loop spares the running-loop lookup,
+        // which costs a getpid() syscall per task on CPython 3.11. Eager tasks (3.12+) are
+        // always built this way; otherwise a custom task factory must be honoured.
+        let spawner = if eager || loop_ref.call_method0("get_task_factory")?.is_none() {
             let kwargs = PyDict::new(py);
             kwargs.set_item("loop", loop_ref)?;
-            kwargs.set_item("eager_start", true)?;
-            TaskSpawner::Task {
-                task_type: py.import("asyncio")?.getattr("Task")?.unbind(),
-                kwargs: kwargs.unbind(),
+            if eager {
+                kwargs.set_item("eager_start", true)?;
             }
-        } else if loop_ref.call_method0("get_task_factory")?.is_none() {
-            // `asyncio.Task(coro, loop=loop)` skips the loop's create_task wrapper (measurably
-            // cheaper per request under uvloop); passing the loop spares the running-loop
-            // lookup, which costs a getpid() syscall per task on CPython 3.11.
-            let kwargs = PyDict::new(py);
-            kwargs.set_item("loop", loop_ref)?;
             TaskSpawner::Task {
                 task_type: py.import("asyncio")?.getattr("Task")?.unbind(),
                 kwargs: kwargs.unbind(),
             }
         } else {
-            // A custom task factory must be honoured.
             TaskSpawner::CreateTask(loop_ref.getattr("create_task")?.unbind())
         };
         let shared = Arc::new(ServerShared::new(config.clone(), wakeup));
