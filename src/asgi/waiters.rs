@@ -58,7 +58,8 @@ pub fn access_client_and_path(
     uri: &http::Uri,
 ) -> (String, String) {
     let client = peer
-        .map(|p| format!("{}:{}", p.ip().to_canonical(), p.port()))
+        .as_ref()
+        .map(crate::server::request::host_port)
         .unwrap_or_default();
     let path = uri
         .path_and_query()

@@ -12,6 +12,11 @@ pub enum LocalAddr {
     Unix(Arc<str>),
 }
 
+/// A peer as "host:port" for log lines (IPv4-mapped IPv6 shown as IPv4).
+pub fn host_port(addr: &SocketAddr) -> String {
+    format!("{}:{}", addr.ip().to_canonical(), addr.port())
+}
+
 /// Per connection, shared by its requests.
 pub struct ConnInfo {
     pub peer: Option<SocketAddr>,

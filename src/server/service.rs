@@ -172,7 +172,7 @@ fn refuse(
 
 fn warn_limit(conn: &ConnCtx, status: StatusCode, why: std::fmt::Arguments<'_>) {
     let peer = match conn.info.peer {
-        Some(peer) => format!("{}:{}", peer.ip().to_canonical(), peer.port()),
+        Some(peer) => crate::server::request::host_port(&peer),
         None => "a Unix socket client".to_owned(),
     };
     let text = format!("{} from {peer}: {why}", status.as_u16());
