@@ -54,6 +54,9 @@ class ServerProcess:
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             pass_fds=tuple(pass_fds),
+            # Its own process group: kill() then also ends workers that a killed supervisor
+            # left behind (they would hold the output pipes open forever).
+            start_new_session=True,
         )
         self._threads = [
             threading.Thread(target=self._pump, args=(self.proc.stdout, False), daemon=True),
@@ -150,7 +153,7 @@ class ServerProcess:
 
     def kill(self):
         if self.proc.poll() is None:
-            self.proc.kill()
+            self._kill_group()
             try:
                 self.proc.wait(5)
             except subprocess.TimeoutExpired:
@@ -158,9 +161,23 @@ class ServerProcess:
         for t in self._threads:
             t.join(2)
 
+    def _kill_group(self):
+        """SIGKILL the server and every process it started (its process group)."""
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except OSError:
+            pass
+
     def close(self):
         if self.proc.poll() is None:
             self.stop()
+        if any(t.is_alive() for t in self._threads):
+            # The server exited but something it started still holds its output open.
+            self._kill_group()
+            for t in self._threads:
+                t.join(5)
+        if any(t.is_alive() for t in self._threads):
+            return  # closing a pipe a thread is reading would block until that read ends
         for stream in (self.proc.stdin, self.proc.stdout, self.proc.stderr):
             try:
                 if stream:

@@ -46,6 +46,7 @@ for interp in $INTERPRETERS; do
     # Run from the repo root so `tests.apps.*` import; `ferrocorn` comes from the wheel.
     # kosoku (the Autobahn runner) needs Python >= 3.10: the PyPy run borrows CPython's.
     export FERROCORN_KOSOKU="${FERROCORN_KOSOKU:-$ROOT/target/venv-test-python3/bin/kosoku}"
-    (cd "$ROOT" && "$venv/bin/python" -m pytest $PYTEST_ARGS tests)
+    # The outer timeout is a last guard: a hung suite fails here, in CI's budget, not CI.
+    (cd "$ROOT" && timeout -k 30 "${PYTEST_TIMEOUT:-2400}" "$venv/bin/python" -m pytest $PYTEST_ARGS tests)
 done
 echo "== all tests passed"

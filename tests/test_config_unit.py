@@ -582,6 +582,45 @@ def test_socket_from_fd(tmp_path: Any) -> None:
             Config("m:app", fd=fd).bind_socket()
 
 
+def _nonblocking(fd: int) -> bool:
+    import fcntl
+
+    return bool(fcntl.fcntl(fd, fcntl.F_GETFL) & os.O_NONBLOCK)
+
+
+def test_socket_from_fd_never_makes_a_shared_listener_blocking(monkeypatch: Any) -> None:
+    """O_NONBLOCK is shared by every process holding the listener: a worker starting up must
+    not clear it, even until its own setblocking(False), or a sibling's accept() blocks its
+    I/O thread (PyPy's socket constructor clears it unless a default timeout says otherwise).
+    Looked at right after each socket object is made over the inherited descriptor."""
+    import ferrocorn.config as config_module
+
+    seen = []
+    real_fromfd, real_socket = socket.fromfd, socket.socket
+
+    def fromfd(fd: int, *args: Any) -> socket.socket:
+        sock = real_fromfd(fd, *args)
+        seen.append(("fromfd", _nonblocking(fd)))
+        return sock
+
+    class ProbeSocket(real_socket):  # type: ignore[misc, valid-type]
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            if kwargs.get("fileno") is not None:
+                seen.append(("socket(fileno=)", _nonblocking(kwargs["fileno"])))
+
+    monkeypatch.setattr(config_module.socket, "fromfd", fromfd)
+    monkeypatch.setattr(config_module.socket, "socket", ProbeSocket)
+    with real_socket() as inherited:
+        inherited.bind(("127.0.0.1", 0))
+        inherited.listen()
+        inherited.setblocking(False)
+        with Config("m:app", fd=inherited.fileno()).bind_socket() as sock:
+            assert _nonblocking(sock.fileno())
+    assert seen == [("socket(fileno=)", True), ("fromfd", True)]
+    assert socket.getdefaulttimeout() is None  # restored
+
+
 # --------------------------------------------------------------------------- CLI
 
 

@@ -7,7 +7,14 @@ import time
 
 import httpx
 
-from tests.helpers import connect_refused, start_server, wait_until
+from tests.h2client import H2Client
+from tests.helpers import (
+    RawConnection,
+    connect_refused,
+    request_bytes,
+    start_server,
+    wait_until,
+)
 
 
 def background_get(url, results, timeout=60):
@@ -60,7 +67,7 @@ def test_idle_keep_alive_connection_does_not_block_shutdown():
     server = start_server("tests.apps.basic:app")
     try:
         client = httpx.Client(base_url=server.url, timeout=10)
-        assert client.get("/hello").status_code == 200  # leaves an idle keep-alive connection
+        assert client.get("/").status_code == 200  # leaves an idle keep-alive connection
         started = time.monotonic()
         rc = server.stop(signal.SIGTERM, timeout=15)
         elapsed = time.monotonic() - started
@@ -94,3 +101,77 @@ def test_graceful_timeout_bounds_shutdown(tmp_path):
     assert os.path.exists(shutdown), "lifespan shutdown did not run:\n" + server.output()
     with open(shutdown) as f:
         assert f.read() == "shutdown-ran\n"
+
+
+def socket_fds(pid):
+    """How many sockets the process has open (its listener plus accepted connections)."""
+    count = 0
+    for fd in os.listdir(f"/proc/{pid}/fd"):
+        try:
+            if os.readlink(f"/proc/{pid}/fd/{fd}").startswith("socket:"):
+                count += 1
+        except OSError:
+            pass
+    return count
+
+
+def connect_accepted(server, connect):
+    """``connect()`` once the server has accepted it (one more socket in the server)."""
+    before = socket_fds(server.pid)
+    conn = connect()
+    assert wait_until(lambda: socket_fds(server.pid) > before, timeout=10)
+    return conn
+
+
+# Later than the old 0.2 s drain pause, well inside the 1 s first-request grace.
+FIRST_REQUEST_DELAY = 0.4
+
+
+def test_connection_accepted_before_sigterm_gets_its_first_request_answered():
+    """A client that connected before the stop and writes its request a moment later is
+    answered, not closed unread: a rolling restart fails no request."""
+    server = start_server("tests.apps.basic:app")
+    try:
+        conn = connect_accepted(server, lambda: RawConnection(server.port))
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.wait_for_output(r"Shutting down", timeout=10), server.output()
+        time.sleep(FIRST_REQUEST_DELAY)
+        conn.send(request_bytes("GET", "/"))
+        resp = conn.read_response()
+        assert resp is not None and resp.status == 200, (resp, server.output())
+        assert resp.body == b"hello world"
+        assert conn.read_response() is None  # then closed (idle, the server draining)
+        conn.close()
+        rc = server.wait(timeout=15)
+    finally:
+        server.close()
+    assert rc == 0, server.output()
+
+
+def test_h2c_connection_accepted_before_sigterm_gets_its_first_stream_answered():
+    server = start_server("tests.apps.basic:app")
+    try:
+        client = connect_accepted(server, lambda: H2Client(server.port))
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.wait_for_output(r"Shutting down", timeout=10), server.output()
+        time.sleep(FIRST_REQUEST_DELAY)
+        stream = client.get("/")
+        assert stream.status == 200, server.output()
+        assert bytes(stream.data) == b"hello world"
+        client.close()
+        rc = server.wait(timeout=15)
+    finally:
+        server.close()
+    assert rc == 0, server.output()
+
+
+def test_connection_that_never_writes_does_not_hold_shutdown():
+    server = start_server("tests.apps.basic:app")
+    try:
+        conn = connect_accepted(server, lambda: RawConnection(server.port))
+        rc = server.stop(signal.SIGTERM, timeout=15)
+        assert conn.read_response() is None  # closed without a response: it asked nothing
+        conn.close()
+    finally:
+        server.close()
+    assert rc == 0, server.output()

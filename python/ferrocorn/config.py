@@ -8,6 +8,7 @@ uvicorn does; ``load()`` imports the app and ``bind_socket()`` creates the liste
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import errno
 import importlib.util
 import inspect
@@ -21,7 +22,7 @@ import re
 import socket
 import stat
 import sys
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Any
 
 from .accesslog import DEFAULT_ACCESS_LOG_FORMAT, AccessLogFormat
@@ -242,6 +243,25 @@ def _accepts(app: Any, count: int) -> bool | None:
 def socket_kind(sock: socket.socket) -> str:
     """``"unix"`` for a Unix-domain socket, else ``"tcp"``: which ``Core.listen_*`` to call."""
     return "unix" if sock.family == getattr(socket, "AF_UNIX", None) else "tcp"
+
+
+@contextlib.contextmanager
+def _nonblocking_socket_objects() -> Iterator[None]:
+    """Socket objects created inside start non-blocking, whatever the descriptor they wrap.
+
+    O_NONBLOCK belongs to the open file description, which every process holding an inherited
+    listener shares (the workers of a slot, all workers with ``--fd``/``--uds``). PyPy's socket
+    constructor applies the default timeout to the descriptor, and with no default timeout that
+    makes it *blocking* until our ``setblocking(False)`` a moment later. A sibling worker whose
+    tokio accept() falls in that moment blocks its whole I/O thread in the kernel: its accepted
+    connections go unanswered, and at shutdown it hangs. With a default timeout of 0, both
+    CPython and PyPy set non-blocking (as the socket already is) instead."""
+    previous = socket.getdefaulttimeout()
+    socket.setdefaulttimeout(0.0)
+    try:
+        yield
+    finally:
+        socket.setdefaulttimeout(previous)
 
 
 def _remove_stale_unix_socket(path: str) -> None:
@@ -933,14 +953,15 @@ class Config:
         try:
             # socket(fileno=...) asks the kernel for the family and type; detach so the
             # probe does not close the descriptor.
-            probe = socket.socket(fileno=fd)
-            try:
-                family, kind = probe.family, probe.type
-            finally:
-                probe.detach()
-            if kind != socket.SOCK_STREAM:
-                raise OSError(errno.EPROTOTYPE, "not a stream socket")
-            sock = socket.fromfd(fd, family, socket.SOCK_STREAM)
+            with _nonblocking_socket_objects():
+                probe = socket.socket(fileno=fd)
+                try:
+                    family, kind = probe.family, probe.type
+                finally:
+                    probe.detach()
+                if kind != socket.SOCK_STREAM:
+                    raise OSError(errno.EPROTOTYPE, "not a stream socket")
+                sock = socket.fromfd(fd, family, socket.SOCK_STREAM)
             try:
                 if not sock.getsockopt(socket.SOL_SOCKET, socket.SO_ACCEPTCONN):
                     sock.listen(self.backlog)

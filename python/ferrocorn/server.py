@@ -26,7 +26,6 @@ EXIT_STARTUP_FAILED = 3
 
 _HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _TICK = 0.05
-_FIRST_REQUEST_GRACE = 0.2  # seconds; see Server._shutdown
 
 
 class Server:
@@ -208,12 +207,8 @@ class Server:
                 os.unlink(self._unix_path)
             except OSError:
                 pass
-        # hyper's graceful shutdown closes a connection that has not read anything yet.  One
-        # accepted just before stop_accepting() usually has its request in flight (clients
-        # write right after connecting; its task may not even have started, so it is not
-        # counted yet): let it be read, so it is answered rather than dropped (with --workers,
-        # a SIGHUP or a recycled worker would fail it).
-        await asyncio.sleep(_FIRST_REQUEST_GRACE)
+        # Connections are counted from their accept, and one that has not started a request
+        # yet gets a short grace to start it (src/server/connection.rs: FIRST_REQUEST_GRACE).
         core.shutdown()
         timeout = self.config.timeout_graceful_shutdown
         deadline = None if timeout is None else time.monotonic() + timeout

@@ -4,7 +4,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use hyper::server::conn::{http1, http2};
 use hyper::service::service_fn;
@@ -126,8 +126,28 @@ fn first_bytes_timeout(shared: &ServerShared) -> Option<Duration> {
     }
 }
 
+/// How long a connection that has not started a request yet may still start one once the
+/// server drains. One accepted just before the listener closed usually has its first request
+/// in flight (clients write right after connecting); closing it unanswered would fail that
+/// request during every rolling restart. Browsers' unused pre-connections wait this long.
+pub const FIRST_REQUEST_GRACE: Duration = Duration::from_secs(1);
+
+/// While draining, how often `drive` looks whether the first request has started.
+const FIRST_REQUEST_POLL: Duration = Duration::from_millis(5);
+
+/// Resolves once the server drains and then `FIRST_REQUEST_GRACE` has passed (never if the
+/// lifecycle channel closes first: the connection ends with the runtime then).
+async fn drained_past_grace(lifecycle: &mut watch::Receiver<Lifecycle>) {
+    while *lifecycle.borrow_and_update() < Lifecycle::Draining {
+        if lifecycle.changed().await.is_err() {
+            return std::future::pending().await;
+        }
+    }
+    tokio::time::sleep(FIRST_REQUEST_GRACE).await
+}
+
 /// Waits for enough bytes to tell HTTP/2 from HTTP/1; None when the connection should close
-/// (client gone or silent too long, or the server draining).
+/// (client gone or silent too long, or silent past the drain grace).
 async fn detect<S>(
     io: S,
     shared: &ServerShared,
@@ -142,17 +162,10 @@ where
             None => std::future::pending().await,
         }
     };
-    let draining = async {
-        while *lifecycle.borrow_and_update() < Lifecycle::Draining {
-            if lifecycle.changed().await.is_err() {
-                return;
-            }
-        }
-    };
     tokio::select! {
         sniffed = sniff(io) => sniffed.ok().flatten(),
         () = deadline => None,
-        () = draining => None,
+        () = drained_past_grace(lifecycle) => None,
     }
 }
 
@@ -165,7 +178,6 @@ pub async fn serve_connection<S>(
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let _count = shared.track_connection();
     let mut lifecycle = shared.lifecycle.subscribe();
     let (io, http2) = match protocol {
         Protocol::Http1 => (Replay::new(io), false),
@@ -217,26 +229,40 @@ async fn drive<C, G>(
     G: Fn(Pin<&mut C>),
 {
     let keep_alive_timeout = ctx.shared.config.keep_alive_timeout;
-    let mut draining = false;
+    let mut shut_down = false;
+    // Set when the server starts draining before this connection started a request.
+    let mut first_request_by: Option<Instant> = None;
     loop {
-        if !draining && *lifecycle.borrow_and_update() >= Lifecycle::Draining {
-            // Idle keep-alive connections close now; busy ones after their response
-            // (HTTP/2: GOAWAY, then the open streams finish).
-            graceful_shutdown(connection.as_mut());
-            draining = true;
-        }
-        if *lifecycle.borrow() >= Lifecycle::Closing {
+        let state = *lifecycle.borrow_and_update();
+        if state >= Lifecycle::Closing {
             return;
         }
+        if !shut_down && state >= Lifecycle::Draining {
+            // Idle keep-alive connections close now; busy ones after their response
+            // (HTTP/2: GOAWAY, then the open streams finish). A connection that has not
+            // started a request yet gets FIRST_REQUEST_GRACE to start one: hyper's graceful
+            // shutdown would close it unread.
+            let by = *first_request_by.get_or_insert_with(|| Instant::now() + FIRST_REQUEST_GRACE);
+            if ctx.has_started_a_request() || Instant::now() >= by {
+                graceful_shutdown(connection.as_mut());
+                shut_down = true;
+            }
+        }
         // The keep-alive timer: re-armed on every pass, fires only while no request is in
-        // flight (hyper's own header timer also runs while idle, but longer).
-        let idle_deadline = async {
-            match (keep_alive_timeout, draining) {
-                (Some(timeout), false) => {
+        // flight (hyper's own header timer also runs while idle, but longer). While draining
+        // before the first request, a short poll for its start instead.
+        let timer = async {
+            match (shut_down, first_request_by, keep_alive_timeout) {
+                (true, _, _) => std::future::pending().await,
+                (false, Some(by), _) => {
+                    let poll = Instant::now() + FIRST_REQUEST_POLL;
+                    tokio::time::sleep_until(by.min(poll).into()).await
+                }
+                (false, None, Some(timeout)) => {
                     let idle = ctx.idle_for().unwrap_or_default();
                     tokio::time::sleep(timeout.saturating_sub(idle)).await
                 }
-                _ => std::future::pending().await,
+                (false, None, None) => std::future::pending().await,
             }
         };
         tokio::select! {
@@ -246,11 +272,14 @@ async fn drive<C, G>(
                     return;
                 }
             }
-            () = idle_deadline => {
+            () = timer => {
+                if first_request_by.is_some() {
+                    continue; // the drain check above decides
+                }
                 if let (Some(timeout), Some(idle)) = (keep_alive_timeout, ctx.idle_for()) {
                     if idle >= timeout {
                         graceful_shutdown(connection.as_mut());
-                        draining = true;
+                        shut_down = true;
                     }
                 }
             }

@@ -8,7 +8,7 @@ use tokio::io::{AsyncRead, AsyncWrite};
 use crate::server::connection::{serve_connection, Protocol};
 use crate::server::cork::FlushHint;
 use crate::server::request::ConnInfo;
-use crate::server::ServerShared;
+use crate::server::{ConnectionGuard, ServerShared};
 use crate::tls::TlsInfo;
 
 pub async fn start_connection<S>(
@@ -16,6 +16,9 @@ pub async fn start_connection<S>(
     mut info: ConnInfo,
     shared: Arc<ServerShared>,
     flush_hint: Arc<FlushHint>,
+    // Counted from the accept, so that a drain waits for connections still in their handshake
+    // or whose task has not run yet.
+    _count: ConnectionGuard,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {

@@ -51,7 +51,7 @@ async fn accept_one(listener: &Listener, shared: &Arc<ServerShared>) -> std::io:
             let hint = Arc::new(FlushHint::default());
             let io = Corked::new(stream, hint.clone());
             tokio::spawn(Relayed::new(
-                start_connection(io, info, shared.clone(), hint),
+                start_connection(io, info, shared.clone(), hint, shared.track_connection()),
                 &shared.relay,
             ));
         }
@@ -61,7 +61,7 @@ async fn accept_one(listener: &Listener, shared: &Arc<ServerShared>) -> std::io:
             let hint = Arc::new(FlushHint::default());
             let io = Corked::new(stream, hint.clone());
             tokio::spawn(Relayed::new(
-                start_connection(io, info, shared.clone(), hint),
+                start_connection(io, info, shared.clone(), hint, shared.track_connection()),
                 &shared.relay,
             ));
         }

@@ -4,7 +4,7 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -33,6 +33,8 @@ pub struct ConnCtx {
     pub shared: Arc<ServerShared>,
     flush_hint: Arc<FlushHint>,
     in_flight: AtomicUsize,
+    /// Whether a request has ever started on this connection (see `drive`'s drain grace).
+    started: AtomicBool,
     idle_since: Mutex<Instant>,
 }
 
@@ -43,6 +45,7 @@ impl ConnCtx {
             shared,
             flush_hint,
             in_flight: AtomicUsize::new(0),
+            started: AtomicBool::new(false),
             idle_since: Mutex::new(Instant::now()),
         }
     }
@@ -50,6 +53,11 @@ impl ConnCtx {
     /// Writes go straight out from now on (see `FlushHint`).
     pub fn disable_corking(&self) {
         self.flush_hint.disable_corking();
+    }
+
+    /// Whether a request has started on this connection (its head was read).
+    pub fn has_started_a_request(&self) -> bool {
+        self.started.load(Ordering::Relaxed)
     }
 
     /// How long the connection has had no request in flight (None while one is).
@@ -72,6 +80,7 @@ struct InFlight(Arc<ConnCtx>);
 impl InFlight {
     fn new(conn: Arc<ConnCtx>) -> Self {
         conn.in_flight.fetch_add(1, Ordering::SeqCst);
+        conn.started.store(true, Ordering::Relaxed);
         InFlight(conn)
     }
 }
