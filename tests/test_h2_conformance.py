@@ -9,8 +9,8 @@ as a connection error with the same code, RFC 9113 §5.4.1).
 
 Known deviations from a MUST are ``xfail(strict=True, raises=<the one failure seen>)``: mostly
 hyper's HTTP/2 layer (the ``h2`` crate) reacting with another error code
-(``raises=got(<frame>, <code>)``), plus a few malformed requests that reach the app
-(``raises=Answered``, fixable in ferrocorn). Each fails for real if the server deviates in any
+(``raises=got(<frame>, <code>)``), plus pseudo-headers in trailers, which h2 drops before
+ferrocorn could see them (``raises=Answered``). Each fails for real if the server deviates in any
 other way, and XPASSes (an error, strict) once the deviation is fixed.
 """
 
@@ -1149,31 +1149,13 @@ MALFORMED = {
     "connect-without-authority": _fields(method="CONNECT", scheme=None, path=None, auth=False),
 }
 
-# Malformed requests that h2 lets through and ferrocorn hands to the app (fixable in
-# ferrocorn: see src/server/service.rs).
-PASSED_TO_APP = {
-    "value-leading-space": "h2/http::HeaderValue accept a field value with leading SP; "
-    "ferrocorn passes it to the app (RFC 9113 §8.2.1: malformed)",
-    "value-trailing-tab": "h2/http::HeaderValue accept a field value with trailing HTAB; "
-    "ferrocorn passes it to the app (RFC 9113 §8.2.1: malformed)",
-    "connect-without-authority": "h2 server.rs convert_poll_message does not require "
-    ":authority on CONNECT; ferrocorn passes the request to the app (RFC 9113 §8.5: malformed)",
-}
-
-
-def _malformed_params():
-    for name in sorted(MALFORMED):
-        marks = ()
-        if name in PASSED_TO_APP:
-            marks = pytest.mark.xfail(strict=True, raises=Answered, reason=PASSED_TO_APP[name])
-        yield pytest.param(name, marks=marks, id=name)
-
-
-@pytest.mark.parametrize("name", list(_malformed_params()))
+@pytest.mark.parametrize("name", sorted(MALFORMED))
 def test_8_malformed_request(conn, name):
     """RFC 9113 §8.1.1: a malformed request (§8.2.1 field names/values, §8.2.2
     connection-specific fields, §8.3 pseudo-headers, §8.5 CONNECT) is a stream error
-    PROTOCOL_ERROR (a response may come first, but not one that ends the stream)."""
+    PROTOCOL_ERROR (a response may come first, but not one that ends the stream). The h2
+    crate checks most of these; ferrocorn checks surrounding whitespace in values and
+    CONNECT's :authority (src/http/headers.rs)."""
     conn.send(headers(1, raw_block(MALFORMED[name]), end_stream=True))
     conn.expect_stream_error(1, PE, answered_fails=True)
 

@@ -21,6 +21,23 @@ pub fn response_header_value(value: &[u8]) -> Result<HeaderValue, HeaderError> {
     HeaderValue::from_bytes(value).map_err(|_| HeaderError::InvalidValue)
 }
 
+/// RFC 9113 §8.2.1 and §8.5 checks the HTTP/2 layer (the h2 crate) leaves to us: a field
+/// value must not start or end with whitespace, and CONNECT needs `:authority`. Such a
+/// request is malformed: its stream is reset with PROTOCOL_ERROR, the app never sees it.
+pub fn h2_request_is_malformed(
+    method: &http::Method,
+    uri: &http::Uri,
+    headers: &HeaderMap,
+) -> bool {
+    if method == http::Method::CONNECT && uri.authority().is_none() {
+        return true;
+    }
+    headers.values().any(|value| {
+        let bytes = value.as_bytes();
+        matches!(bytes.first(), Some(b' ' | b'\t')) || matches!(bytes.last(), Some(b' ' | b'\t'))
+    })
+}
+
 pub fn expects_continue(headers: &HeaderMap) -> bool {
     headers
         .get(EXPECT)
@@ -43,6 +60,33 @@ pub fn add_host_from_authority(head: &mut http::request::Parts) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn malformed(method: &str, uri: &str, headers: &[(&str, &[u8])]) -> bool {
+        let mut map = HeaderMap::new();
+        for (name, value) in headers {
+            map.append(
+                HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_bytes(value).unwrap(),
+            );
+        }
+        let method = http::Method::from_bytes(method.as_bytes()).unwrap();
+        h2_request_is_malformed(&method, &uri.parse().unwrap(), &map)
+    }
+
+    #[test]
+    fn h2_values_with_surrounding_whitespace_are_malformed() {
+        assert!(!malformed("GET", "/", &[("x", b"a b"), ("y", b"")]));
+        assert!(malformed("GET", "/", &[("x", b" a")]));
+        assert!(malformed("GET", "/", &[("x", b"a\t")]));
+        assert!(malformed("GET", "/", &[("ok", b"v"), ("x", b"\tv")]));
+    }
+
+    #[test]
+    fn h2_connect_needs_an_authority() {
+        assert!(malformed("CONNECT", "/", &[]));
+        assert!(!malformed("CONNECT", "example.com:443", &[]));
+        assert!(!malformed("GET", "/", &[]));
+    }
 
     #[test]
     fn host_comes_from_the_authority_unless_present() {

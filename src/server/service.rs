@@ -1,7 +1,6 @@
 //! hyper's service: one call per request. Reads a small body up front, queues the request for
 //! the loop thread, and waits for the app's response.
 
-use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -19,7 +18,7 @@ use crate::asgi::protocol::error_response;
 use crate::asgi::state::{LoopState, RequestBody};
 use crate::http::body::{pump_request_body, BodyAborted, ResponseBody, REQUEST_BODY_QUEUE};
 use crate::http::exchange::{CloseGuard, Exchange};
-use crate::http::headers::{add_host_from_authority, expects_continue};
+use crate::http::headers::{add_host_from_authority, expects_continue, h2_request_is_malformed};
 use crate::http::limits::{BodyError, BodyReader};
 use crate::server::cork::FlushHint;
 use crate::server::request::{ConnInfo, PendingRequest};
@@ -155,10 +154,17 @@ impl Body for TrackedBody {
     }
 }
 
+/// The service's error only ever resets a malformed HTTP/2 request's stream: hyper sends
+/// RST_STREAM with the h2 error's reason.
 pub async fn handle_request(
     req: Request<Incoming>,
     conn: Arc<ConnCtx>,
-) -> Result<Response<TrackedBody>, Infallible> {
+) -> Result<Response<TrackedBody>, h2::Error> {
+    if req.version() == Version::HTTP_2
+        && h2_request_is_malformed(req.method(), req.uri(), req.headers())
+    {
+        return Err(h2::Error::from(h2::Reason::PROTOCOL_ERROR));
+    }
     let shared = &conn.shared;
     if !shared.admit_request() {
         let response = error_response(&shared.config, StatusCode::SERVICE_UNAVAILABLE, None);
