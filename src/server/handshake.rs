@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use tokio::io::{AsyncRead, AsyncWrite};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use crate::server::connection::{serve_connection, Protocol};
 use crate::server::cork::FlushHint;
@@ -29,20 +29,39 @@ pub async fn start_connection<S>(
         let serve = serve_connection(stream, info, shared, Protocol::cleartext(mode), flush_hint);
         return Box::pin(serve).await;
     };
-    let handshake = tls.acceptor.accept(stream);
+    let handshake = finish_handshake(tls.acceptor.accept(stream).into_fallible());
     // A failed or stalled handshake just closes the connection: there is nobody to answer.
     let stream = match tls.handshake_timeout {
         Some(limit) => match tokio::time::timeout(limit, handshake).await {
-            Ok(Ok(stream)) => stream,
+            Ok(Some(stream)) => stream,
             _ => return,
         },
         None => match handshake.await {
-            Ok(stream) => stream,
-            Err(_) => return,
+            Some(stream) => stream,
+            None => return,
         },
     };
     let session = stream.get_ref().1;
     let protocol = Protocol::negotiated(mode, session.alpn_protocol());
     info.tls = Some(Arc::new(TlsInfo::new(session, tls.server_cert_pem.clone())));
     Box::pin(serve_connection(stream, info, shared, protocol, flush_hint)).await
+}
+
+/// The handshake; on failure, the alert rustls queued (say `protocol_version` to a client
+/// below `--ssl-min-version`) is flushed before the connection closes: the cork may hold it,
+/// and a client deserves the reason rather than a bare EOF.
+async fn finish_handshake<S>(
+    handshake: tokio_rustls::FallibleAccept<S>,
+) -> Option<tokio_rustls::server::TlsStream<S>>
+where
+    S: AsyncRead + AsyncWrite + Unpin,
+{
+    match handshake.await {
+        Ok(stream) => Some(stream),
+        Err((_, mut io)) => {
+            let _ = io.flush().await;
+            let _ = io.shutdown().await;
+            None
+        }
+    }
 }
