@@ -22,6 +22,7 @@ use crate::asgi::waiters::{self, client_disconnected, Channel, Waiters};
 use crate::http::body::ResponseBody;
 use crate::http::exchange::{Exchange, ExchangeState};
 use crate::wakeup::Event;
+use crate::ws::frame::close_code_allowed;
 use crate::ws::{CloseInfo, WsDecision, WsIn, WsOut};
 
 /// Outbound frames queued ahead of the socket before `send()` waits.
@@ -169,13 +170,16 @@ fn close_code(message: &Bound<'_, PyDict>) -> PyResult<CloseInfo> {
                     type_name(&c)
                 )));
             }
+            // Only codes a close frame may carry (RFC 6455 §7.4): 1005, 1006 and 1015 report
+            // a missing code or a broken connection and never go on the wire.
             c.extract::<u16>()
                 .ok()
-                .filter(|c| (1000..=4999).contains(c))
+                .filter(|&c| close_code_allowed(c))
                 .ok_or_else(|| {
                     let shown = c.str().map(|s| s.to_string()).unwrap_or_default();
                     PyValueError::new_err(format!(
-                        "'code' must be a WebSocket close code (1000-4999), got {shown}"
+                        "'code' must be a WebSocket close code that may be sent (1000-1003, \
+                         1007-1014 or 3000-4999), got {shown}"
                     ))
                 })?
         }

@@ -197,6 +197,12 @@ INVALID_MESSAGES = {
     "str_bytes": {"type": "websocket.send", "bytes": "a str"},
     "bytes_text": {"type": "websocket.send", "text": b"some bytes"},
     "bad_code": {"type": "websocket.close", "code": 999},
+    # In range but never on the wire (RFC 6455 §7.4.1: 1005/1006/1015 report, 1016-2999
+    # are unassigned to applications).
+    "code_1005": {"type": "websocket.close", "code": 1005},
+    "code_1006": {"type": "websocket.close", "code": 1006},
+    "code_1015": {"type": "websocket.close", "code": 1015},
+    "code_2000": {"type": "websocket.close", "code": 2000},
     "long_reason": {"type": "websocket.close", "code": 1000, "reason": "r" * 124},
     "accept_twice": {"type": "websocket.accept"},
     "unknown_type": {"type": "websocket.bogus"},
