@@ -53,6 +53,10 @@ impl TaskSpawner {
     }
 }
 
+/// How long `stop_accepting` waits for the accept loops (they stop at their next poll; this
+/// only bounds a runtime that is stuck).
+const ACCEPT_LOOPS_STOP_LIMIT: Duration = Duration::from_secs(5);
+
 /// The loop callback that hands batched wake-ups to tokio (see relay.rs).
 #[pyclass(frozen, module = "ferrocorn._ferrocorn")]
 struct RelayFlush(Arc<crate::relay::WakeRelay>);
@@ -449,7 +453,8 @@ impl Core {
             flush.into_any(),
         );
         for listener in listeners {
-            handle.spawn(accept_loop(listener, this.shared.clone()));
+            let registered = this.shared.track_accept_loop();
+            handle.spawn(accept_loop(listener, this.shared.clone(), registered));
         }
         *started = true;
         Ok(())
@@ -479,8 +484,12 @@ impl Core {
         }
     }
 
-    fn stop_accepting(&self) {
+    /// Closes the listeners, and returns once the accept loops have stopped: a connection
+    /// accepted after `active_connections()` was read would otherwise be dropped unanswered.
+    fn stop_accepting(&self, py: Python<'_>) {
         self.shared.set_lifecycle(Lifecycle::StopAccepting);
+        let shared = &self.shared;
+        py.detach(|| shared.wait_accept_loops_ended(ACCEPT_LOOPS_STOP_LIMIT));
     }
 
     fn shutdown(&self) {

@@ -9,7 +9,7 @@ use crate::relay::Relayed;
 use crate::server::cork::{Corked, FlushHint};
 use crate::server::handshake::start_connection;
 use crate::server::request::{ConnInfo, LocalAddr};
-use crate::server::{Lifecycle, ServerShared};
+use crate::server::{AcceptLoopGuard, Lifecycle, ServerShared};
 
 pub enum Listener {
     Tcp(TcpListener),
@@ -19,7 +19,13 @@ pub enum Listener {
 /// Accept errors such as EMFILE are transient: back off briefly instead of spinning or dying.
 const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(50);
 
-pub async fn accept_loop(listener: Listener, shared: Arc<ServerShared>) {
+/// `_registered`: taken before the spawn, so `stop_accepting` also waits for a loop that has
+/// not run yet; dropped (with the listener) when the loop ends.
+pub async fn accept_loop(
+    listener: Listener,
+    shared: Arc<ServerShared>,
+    _registered: AcceptLoopGuard,
+) {
     let mut lifecycle = shared.lifecycle.subscribe();
     loop {
         if *lifecycle.borrow_and_update() >= Lifecycle::StopAccepting {

@@ -10,7 +10,8 @@ pub mod request;
 pub mod service;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Condvar, Mutex};
+use std::time::Duration;
 
 use tokio::sync::watch;
 
@@ -37,6 +38,9 @@ pub struct ServerShared {
     /// Batches the loop thread's wake-ups of connection tasks (see relay.rs).
     pub relay: Arc<WakeRelay>,
     connections: AtomicUsize,
+    /// Accept loops still running; `stop_accepting` waits for none (see `AcceptLoopGuard`).
+    accept_loops: Mutex<usize>,
+    accept_loops_ended: Condvar,
     requests_in_flight: AtomicUsize,
     requests_total: AtomicU64,
 }
@@ -49,6 +53,8 @@ impl ServerShared {
             lifecycle: watch::Sender::new(Lifecycle::Running),
             relay: Arc::new(WakeRelay::default()),
             connections: AtomicUsize::new(0),
+            accept_loops: Mutex::new(0),
+            accept_loops_ended: Condvar::new(),
             requests_in_flight: AtomicUsize::new(0),
             requests_total: AtomicU64::new(0),
         }
@@ -91,9 +97,45 @@ impl ServerShared {
         self.requests_in_flight.fetch_sub(1, Ordering::SeqCst);
     }
 
+    /// Registers an accept loop before it is spawned; dropping the guard (the loop returned,
+    /// or the runtime dropped it) deregisters it.
+    pub fn track_accept_loop(self: &Arc<Self>) -> AcceptLoopGuard {
+        *self.accept_loops.lock().unwrap_or_else(|p| p.into_inner()) += 1;
+        AcceptLoopGuard(self.clone())
+    }
+
+    /// Blocks (without the GIL, from the caller) until every accept loop has returned, at
+    /// most `limit`: after that no connection can be accepted, so the count of connections
+    /// is final except for closes. Returns whether they all ended.
+    pub fn wait_accept_loops_ended(&self, limit: Duration) -> bool {
+        let loops = self.accept_loops.lock().unwrap_or_else(|p| p.into_inner());
+        let (loops, _) = self
+            .accept_loops_ended
+            .wait_timeout_while(loops, limit, |n| *n > 0)
+            .unwrap_or_else(|p| p.into_inner());
+        *loops == 0
+    }
+
     pub fn track_connection(self: &Arc<Self>) -> ConnectionGuard {
         self.connections.fetch_add(1, Ordering::SeqCst);
         ConnectionGuard(self.clone())
+    }
+}
+
+/// Counts a running accept loop (see `ServerShared::track_accept_loop`).
+pub struct AcceptLoopGuard(Arc<ServerShared>);
+
+impl Drop for AcceptLoopGuard {
+    fn drop(&mut self) {
+        let mut loops = self
+            .0
+            .accept_loops
+            .lock()
+            .unwrap_or_else(|p| p.into_inner());
+        *loops = loops.saturating_sub(1);
+        if *loops == 0 {
+            self.0.accept_loops_ended.notify_all();
+        }
     }
 }
 
