@@ -1229,7 +1229,9 @@ def report_only(args: argparse.Namespace) -> None:
     png_path = out_dir / f"results{suffix}.png"
     chart_ok = write_chart(results, png_path)
     md_path = out_dir / f"RESULTS{suffix}.md"
-    md_path.write_text(render_markdown(results, png_path.name if chart_ok else None))
+    md_path.write_text(
+        render_markdown(results, png_path.name if chart_ok else None) + other_suites(md_path)
+    )
     log(f"== wrote {rel(md_path)}" + (f" and {rel(png_path)}" if chart_ok else ""))
 
 
@@ -1369,7 +1371,9 @@ def stage2(args: argparse.Namespace) -> None:
     png_path = out_dir / f"results{suffix}.png"
     write_json(results, json_path)
     chart_ok = write_chart(results, png_path)
-    md_path.write_text(render_markdown(results, png_path.name if chart_ok else None))
+    md_path.write_text(
+        render_markdown(results, png_path.name if chart_ok else None) + other_suites(md_path)
+    )
     log(
         f"== done in {results['meta']['elapsed_seconds'] / 60:.1f} min: "
         f"{rel(md_path)}, {rel(json_path)}" + (f", {rel(png_path)}" if chart_ok else "")
@@ -1524,6 +1528,31 @@ def _errors_cell(entry: dict) -> str:
     if entry.get("failed_rounds"):
         cell += f"; {entry['failed_rounds']} round(s) failed"
     return cell
+
+
+# The other suites' reports (their own runs, their own tools), embedded in RESULTS.md so one
+# page holds every ratio; each keeps its own command, date and versions.
+OTHER_SUITES = (
+    ("WS_RESULTS.md", "WebSocket echo (`benchmarks/ws_bench.py`)"),
+    ("H2_TLS_RESULTS.md", "HTTP/2 and TLS (`benchmarks/h2_tls.py`)"),
+)
+
+
+def other_suites(md_path: Path) -> str:
+    """The reports of the other benchmark scripts found next to ``md_path``, as sections."""
+    parts = []
+    for name, title in OTHER_SUITES:
+        path = md_path.parent / name
+        if not path.exists() or md_path.name != "RESULTS.md":
+            continue
+        body = path.read_text().strip().splitlines()
+        if body and body[0].startswith("# "):
+            body = body[1:]  # its own title gives way to ours
+        parts.append(f"\n## {title} — from {name}, a separate run\n")
+        # Its sections become subsections of ours.
+        parts.append("\n".join("#" + ln if ln.startswith("## ") else ln for ln in body).strip())
+        parts.append("")
+    return "\n".join(parts) + ("\n" if parts else "")
 
 
 def render_markdown(results: dict, png_name: str | None) -> str:

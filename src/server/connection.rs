@@ -17,7 +17,7 @@ use crate::relay::RelayExecutor;
 use crate::server::cork::FlushHint;
 use crate::server::detect::{sniff, Replay};
 use crate::server::request::ConnInfo;
-use crate::server::service::{handle_request, ConnCtx};
+use crate::server::service::{handle_h2_request, handle_request, ConnCtx};
 use crate::server::{Lifecycle, ServerShared};
 
 const HYPER_DEFAULT_MAX_HEADERS: usize = 100;
@@ -130,10 +130,12 @@ fn first_bytes_timeout(shared: &ServerShared) -> Option<Duration> {
 /// server drains. One accepted just before the listener closed usually has its first request
 /// in flight (clients write right after connecting); closing it unanswered would fail that
 /// request during every rolling restart. Browsers' unused pre-connections wait this long.
-pub const FIRST_REQUEST_GRACE: Duration = Duration::from_secs(1);
+const FIRST_REQUEST_GRACE: Duration = Duration::from_secs(1);
 
-/// While draining, how often `drive` looks whether the first request has started.
-const FIRST_REQUEST_POLL: Duration = Duration::from_millis(5);
+/// While draining, how often `drive` looks whether the first request has started: coarse, as
+/// many silent connections may be waiting; a request that starts meanwhile is served anyway
+/// (the graceful shutdown that follows only ends the connection after its response).
+const FIRST_REQUEST_POLL: Duration = Duration::from_millis(25);
 
 /// Resolves once the server drains and then `FIRST_REQUEST_GRACE` has passed (never if the
 /// lifecycle channel closes first: the connection ends with the runtime then).
@@ -188,13 +190,15 @@ pub async fn serve_connection<S>(
         },
     };
     let ctx = Arc::new(ConnCtx::new(info, shared.clone(), flush_hint));
-    let conn_ctx = ctx.clone();
     // Boxed per request: hyper keeps room for the service future in every connection for its
     // whole life, so an unboxed ~2 KiB future would sit in each idle keep-alive connection.
-    let service = service_fn(move |req| Box::pin(handle_request(req, conn_ctx.clone())));
+    let conn_ctx = ctx.clone();
     let io = TokioIo::new(io);
     if http2 {
         ctx.disable_corking();
+        // HTTP/2's service can fail: a malformed request's stream is reset (see
+        // handle_h2_request). HTTP/1's cannot.
+        let service = service_fn(move |req| Box::pin(handle_h2_request(req, conn_ctx.clone())));
         let connection = http2_builder(&shared).serve_connection(io, service);
         drive(
             Box::pin(connection),
@@ -204,6 +208,7 @@ pub async fn serve_connection<S>(
         )
         .await;
     } else {
+        let service = service_fn(move |req| Box::pin(handle_request(req, conn_ctx.clone())));
         let connection = http1_builder(&shared, ctx.info.tls.is_some())
             .serve_connection(io, service)
             .with_upgrades();

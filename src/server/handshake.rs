@@ -29,7 +29,10 @@ pub async fn start_connection<S>(
         let serve = serve_connection(stream, info, shared, Protocol::cleartext(mode), flush_hint);
         return Box::pin(serve).await;
     };
-    let handshake = finish_handshake(tls.acceptor.accept(stream).into_fallible());
+    // Boxed too: the handshake state (rustls's) is large and only needed until it completes.
+    let handshake = Box::pin(finish_handshake(
+        tls.acceptor.accept(stream).into_fallible(),
+    ));
     // A failed or stalled handshake just closes the connection: there is nobody to answer.
     let stream = match tls.handshake_timeout {
         Some(limit) => match tokio::time::timeout(limit, handshake).await {

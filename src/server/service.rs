@@ -1,6 +1,7 @@
 //! hyper's service: one call per request. Reads a small body up front, queues the request for
 //! the loop thread, and waits for the app's response.
 
+use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -154,17 +155,25 @@ impl Body for TrackedBody {
     }
 }
 
-/// The service's error only ever resets a malformed HTTP/2 request's stream: hyper sends
-/// RST_STREAM with the h2 error's reason.
-pub async fn handle_request(
+/// HTTP/2's service: a malformed request (what the h2 crate lets through, see
+/// `h2_request_is_malformed`) fails, and hyper resets its stream with the error's reason.
+pub async fn handle_h2_request(
     req: Request<Incoming>,
     conn: Arc<ConnCtx>,
 ) -> Result<Response<TrackedBody>, h2::Error> {
-    if req.version() == Version::HTTP_2
-        && h2_request_is_malformed(req.method(), req.uri(), req.headers())
-    {
+    if h2_request_is_malformed(req.method(), req.uri(), req.headers()) {
         return Err(h2::Error::from(h2::Reason::PROTOCOL_ERROR));
     }
+    match handle_request(req, conn).await {
+        Ok(response) => Ok(response),
+        Err(never) => match never {},
+    }
+}
+
+pub async fn handle_request(
+    req: Request<Incoming>,
+    conn: Arc<ConnCtx>,
+) -> Result<Response<TrackedBody>, Infallible> {
     let shared = &conn.shared;
     if !shared.admit_request() {
         let response = error_response(&shared.config, StatusCode::SERVICE_UNAVAILABLE, None);
