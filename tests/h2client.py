@@ -14,6 +14,8 @@ import h2.errors
 import h2.events
 import h2.exceptions
 
+from tests.sockets import SocketOwner
+
 
 class Stream:
     def __init__(self, stream_id):
@@ -42,7 +44,7 @@ class Stream:
         return self.ended or self.reset is not None
 
 
-class H2Client:
+class H2Client(SocketOwner):
     """One HTTP/2 connection: h2c with prior knowledge, or TLS with ALPN ``h2``."""
 
     def __init__(self, port, host="127.0.0.1", tls_context=None, server_hostname="localhost",
@@ -84,18 +86,6 @@ class H2Client:
             return events
 
         machine.process_input = patched
-
-    def close(self):
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def flush(self):
         data = self.conn.data_to_send()

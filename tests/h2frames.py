@@ -43,6 +43,8 @@ from hyperframe.frame import (
     SettingsFrame,
 )
 
+from tests.sockets import SocketOwner
+
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 MAX_WINDOW = 2**31 - 1
 REACTION_TIMEOUT = 2.0  # for an error reaction (GOAWAY, RST_STREAM, close)
@@ -360,7 +362,7 @@ class Response:
         return None
 
 
-class H2Conn:
+class H2Conn(SocketOwner):
     """A raw client connection with h2c prior knowledge."""
 
     def __init__(self, port, host="127.0.0.1", timeout=REACTION_TIMEOUT):
@@ -380,18 +382,6 @@ class H2Conn:
         self._ping = 0
 
     # ------------------------------------------------------------ plumbing
-    def close(self):
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
-
     def send(self, *chunks):
         self.sock.sendall(b"".join(chunks))
 

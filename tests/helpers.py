@@ -14,6 +14,8 @@ import sys
 import threading
 import time
 
+from tests.sockets import SocketOwner
+
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SERVER_PYTHON = os.environ.get("FERROCORN_TEST_PYTHON") or sys.executable
 
@@ -276,7 +278,7 @@ class RawResponse:
         )
 
 
-class RawConnection:
+class RawConnection(SocketOwner):
     """A plain TCP (or Unix) socket with a buffered HTTP/1.x response parser."""
 
     def __init__(self, port=None, host="127.0.0.1", timeout=10.0, uds=None, sock=None):
@@ -291,18 +293,6 @@ class RawConnection:
         self.sock.settimeout(timeout)
         self.buf = bytearray()
         self.eof = False
-
-    def close(self):
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
 
     def send(self, data):
         self.sock.sendall(data)

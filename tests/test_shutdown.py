@@ -127,51 +127,41 @@ def connect_accepted(server, connect):
 FIRST_REQUEST_DELAY = 0.4
 
 
-def test_connection_accepted_before_sigterm_gets_its_first_request_answered():
+def accepted_then_stopping(server, connect):
+    """``connect()`` once the server has accepted it, then SIGTERM; returns the client once
+    the server is shutting down and a moment (``FIRST_REQUEST_DELAY``) has passed."""
+    client = connect_accepted(server, connect)
+    server.proc.send_signal(signal.SIGTERM)
+    assert server.wait_for_output(r"Shutting down", timeout=10), server.output()
+    time.sleep(FIRST_REQUEST_DELAY)
+    return client
+
+
+def test_connection_accepted_before_sigterm_gets_its_first_request_answered(server_factory):
     """A client that connected before the stop and writes its request a moment later is
     answered, not closed unread: a rolling restart fails no request."""
-    server = start_server("tests.apps.basic:app")
-    try:
-        conn = connect_accepted(server, lambda: RawConnection(server.port))
-        server.proc.send_signal(signal.SIGTERM)
-        assert server.wait_for_output(r"Shutting down", timeout=10), server.output()
-        time.sleep(FIRST_REQUEST_DELAY)
+    server = server_factory("tests.apps.basic:app")
+    with accepted_then_stopping(server, lambda: RawConnection(server.port)) as conn:
         conn.send(request_bytes("GET", "/"))
         resp = conn.read_response()
         assert resp is not None and resp.status == 200, (resp, server.output())
         assert resp.body == b"hello world"
         assert conn.read_response() is None  # then closed (idle, the server draining)
-        conn.close()
-        rc = server.wait(timeout=15)
-    finally:
-        server.close()
-    assert rc == 0, server.output()
+    assert server.wait(timeout=15) == 0, server.output()
 
 
-def test_h2c_connection_accepted_before_sigterm_gets_its_first_stream_answered():
-    server = start_server("tests.apps.basic:app")
-    try:
-        client = connect_accepted(server, lambda: H2Client(server.port))
-        server.proc.send_signal(signal.SIGTERM)
-        assert server.wait_for_output(r"Shutting down", timeout=10), server.output()
-        time.sleep(FIRST_REQUEST_DELAY)
+def test_h2c_connection_accepted_before_sigterm_gets_its_first_stream_answered(server_factory):
+    server = server_factory("tests.apps.basic:app")
+    with accepted_then_stopping(server, lambda: H2Client(server.port)) as client:
         stream = client.get("/")
         assert stream.status == 200, server.output()
         assert bytes(stream.data) == b"hello world"
-        client.close()
-        rc = server.wait(timeout=15)
-    finally:
-        server.close()
-    assert rc == 0, server.output()
+    assert server.wait(timeout=15) == 0, server.output()
 
 
-def test_connection_that_never_writes_does_not_hold_shutdown():
-    server = start_server("tests.apps.basic:app")
-    try:
-        conn = connect_accepted(server, lambda: RawConnection(server.port))
+def test_connection_that_never_writes_does_not_hold_shutdown(server_factory):
+    server = server_factory("tests.apps.basic:app")
+    with connect_accepted(server, lambda: RawConnection(server.port)) as conn:
         rc = server.stop(signal.SIGTERM, timeout=15)
         assert conn.read_response() is None  # closed without a response: it asked nothing
-        conn.close()
-    finally:
-        server.close()
     assert rc == 0, server.output()

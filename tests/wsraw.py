@@ -12,6 +12,8 @@ import socket
 import struct
 import time
 
+from tests.sockets import SocketOwner
+
 GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
 CONT, TEXT, BINARY, CLOSE, PING, PONG = 0x0, 0x1, 0x2, 0x8, 0x9, 0xA
@@ -82,7 +84,7 @@ class HandshakeFailed(AssertionError):
         self.rest = rest
 
 
-class RawWebSocket:
+class RawWebSocket(SocketOwner):
     """A socket after a manual WebSocket handshake; ``recv_frame`` returns one frame."""
 
     def __init__(self, port, path="/echo", host="127.0.0.1", timeout=10.0, extra_headers=(),
@@ -225,14 +227,3 @@ class RawWebSocket:
             del self.buf[:]
         return False
 
-    def close(self):
-        try:
-            self.sock.close()
-        except OSError:
-            pass
-
-    def __enter__(self):
-        return self
-
-    def __exit__(self, *exc):
-        self.close()
