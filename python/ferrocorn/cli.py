@@ -316,7 +316,10 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     "--header-read-timeout",
     type=float,
     default=_DEFAULTS["header_read_timeout"],
-    help="Seconds a client has to send the request head.",
+    help=(
+        "Seconds a client has to send a request head, counted from its first byte (an idle "
+        "keep-alive connection is held to --timeout-keep-alive instead)."
+    ),
 )
 @_option(
     "--timeout-request-body",

@@ -14,24 +14,14 @@ use tokio::sync::watch;
 
 use crate::config::HttpMode;
 use crate::relay::RelayExecutor;
-use crate::server::cork::FlushHint;
+use crate::server::cork::IoSignals;
 use crate::server::detect::{sniff, Replay};
+use crate::server::idle::{first_bytes_timeout, IdleCheck, IdleRules};
 use crate::server::request::ConnInfo;
 use crate::server::service::{handle_h2_request, handle_request, ConnCtx};
-use crate::server::{Lifecycle, ServerShared};
+use crate::server::{ConnectionGuard, Lifecycle, ServerShared};
 
 const HYPER_DEFAULT_MAX_HEADERS: usize = 100;
-
-/// hyper's header-read timer costs a timer-wheel update per request. Our keep-alive timer
-/// (drive) already cuts off a connection with no request in flight — and a request is not in
-/// flight until its head is complete — so hyper's timer is only needed when the header
-/// timeout is the shorter of the two, or keep-alive is off.
-fn hyper_header_timeout(config: &crate::config::ServerConfig) -> Option<Duration> {
-    match (config.header_read_timeout, config.keep_alive_timeout) {
-        (Some(header), Some(idle)) if idle <= header => None,
-        (header, _) => header,
-    }
-}
 
 /// Which protocol a connection speaks, as far as is known before its first bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -81,11 +71,12 @@ fn http1_builder(shared: &ServerShared, tls: bool) -> http1::Builder {
         builder.writev(false);
     }
     builder
-        .timer(TokioTimer::new())
         .keep_alive(config.keep_alive)
         .half_close(false)
         .max_header_size(config.max_header_size)
-        .header_read_timeout(hyper_header_timeout(config))
+        // Ours instead (see `IdleRules`): hyper's runs from the moment it waits for a head,
+        // so it would also cut idle keep-alive connections at the header timeout.
+        .header_read_timeout(None)
         .auto_date_header(config.date_header)
         // Not `pipeline_flush`: it lets hyper buffer a streaming body without limit (its
         // can_buffer() is always true then), which defeats response backpressure.
@@ -114,16 +105,6 @@ fn http2_builder(shared: &ServerShared) -> http2::Builder<RelayExecutor> {
         .keep_alive_timeout(settings.keep_alive_timeout)
         .auto_date_header(config.date_header);
     builder
-}
-
-/// How long a new connection may stay silent before its first bytes: the keep-alive idle
-/// timeout, as for any idle connection, else the header read timeout.
-fn first_bytes_timeout(shared: &ServerShared) -> Option<Duration> {
-    let config = &shared.config;
-    match (config.keep_alive_timeout, config.header_read_timeout) {
-        (Some(a), Some(b)) => Some(a.min(b)),
-        (a, b) => a.or(b),
-    }
 }
 
 /// How long a connection that has not started a request yet may still start one once the
@@ -159,7 +140,7 @@ where
     S: AsyncRead + Unpin,
 {
     let deadline = async {
-        match first_bytes_timeout(shared) {
+        match first_bytes_timeout(&shared.config) {
             Some(limit) => tokio::time::sleep(limit).await,
             None => std::future::pending().await,
         }
@@ -176,7 +157,8 @@ pub async fn serve_connection<S>(
     info: ConnInfo,
     shared: Arc<ServerShared>,
     protocol: Protocol,
-    flush_hint: Arc<FlushHint>,
+    signals: Arc<IoSignals>,
+    _count: ConnectionGuard,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
@@ -184,12 +166,12 @@ pub async fn serve_connection<S>(
     let (io, http2) = match protocol {
         Protocol::Http1 => (Replay::new(io), false),
         Protocol::Http2 => (Replay::new(io), true),
-        Protocol::Detect => match detect(io, &shared, &mut lifecycle).await {
+        Protocol::Detect => match Box::pin(detect(io, &shared, &mut lifecycle)).await {
             Some(detected) => detected,
             None => return,
         },
     };
-    let ctx = Arc::new(ConnCtx::new(info, shared.clone(), flush_hint));
+    let ctx = Arc::new(ConnCtx::new(info, shared.clone(), signals));
     // Boxed per request: hyper keeps room for the service future in every connection for its
     // whole life, so an unboxed ~2 KiB future would sit in each idle keep-alive connection.
     let conn_ctx = ctx.clone();
@@ -200,10 +182,12 @@ pub async fn serve_connection<S>(
         // handle_h2_request). HTTP/1's cannot.
         let service = service_fn(move |req| Box::pin(handle_h2_request(req, conn_ctx.clone())));
         let connection = http2_builder(&shared).serve_connection(io, service);
+        let rules = IdleRules::http2(&shared.config);
         drive(
             Box::pin(connection),
             |c| c.graceful_shutdown(),
             &ctx,
+            rules,
             lifecycle,
         )
         .await;
@@ -216,6 +200,7 @@ pub async fn serve_connection<S>(
             Box::pin(connection),
             |c| c.graceful_shutdown(),
             &ctx,
+            IdleRules::http1(&shared.config),
             lifecycle,
         )
         .await;
@@ -223,17 +208,17 @@ pub async fn serve_connection<S>(
 }
 
 /// Runs a hyper connection until it ends, shutting it down gracefully when the server drains
-/// or the connection has been idle for the keep-alive timeout, and dropping it on close.
+/// or an idle limit (`IdleRules`) is up, and dropping it on close.
 async fn drive<C, G>(
     mut connection: Pin<Box<C>>,
     graceful_shutdown: G,
     ctx: &ConnCtx,
+    rules: IdleRules,
     mut lifecycle: watch::Receiver<Lifecycle>,
 ) where
     C: Future,
     G: Fn(Pin<&mut C>),
 {
-    let keep_alive_timeout = ctx.shared.config.keep_alive_timeout;
     let mut shut_down = false;
     // Set when the server starts draining before this connection started a request.
     let mut first_request_by: Option<Instant> = None;
@@ -253,21 +238,29 @@ async fn drive<C, G>(
                 shut_down = true;
             }
         }
-        // The keep-alive timer: re-armed on every pass, fires only while no request is in
-        // flight (hyper's own header timer also runs while idle, but longer). While draining
-        // before the first request, a short poll for its start instead.
+        // The idle timer: re-armed on every pass. While draining before the first request,
+        // a short poll for its start instead.
+        let next = match (shut_down, first_request_by) {
+            (true, _) => None,
+            (false, Some(by)) => Some(by.min(Instant::now() + FIRST_REQUEST_POLL)),
+            (false, None) => {
+                let now = Instant::now();
+                match rules.check(ctx.idle_state(), ctx.has_started_a_request(), now) {
+                    IdleCheck::Close => {
+                        graceful_shutdown(connection.as_mut());
+                        shut_down = true;
+                        None
+                    }
+                    IdleCheck::Cut => return,
+                    IdleCheck::LookAgainAt(at) => Some(at),
+                    IdleCheck::Nothing => None,
+                }
+            }
+        };
         let timer = async {
-            match (shut_down, first_request_by, keep_alive_timeout) {
-                (true, _, _) => std::future::pending().await,
-                (false, Some(by), _) => {
-                    let poll = Instant::now() + FIRST_REQUEST_POLL;
-                    tokio::time::sleep_until(by.min(poll).into()).await
-                }
-                (false, None, Some(timeout)) => {
-                    let idle = ctx.idle_for().unwrap_or_default();
-                    tokio::time::sleep(timeout.saturating_sub(idle)).await
-                }
-                (false, None, None) => std::future::pending().await,
+            match next {
+                Some(at) => tokio::time::sleep_until(at.into()).await,
+                None => std::future::pending().await,
             }
         };
         tokio::select! {
@@ -277,17 +270,7 @@ async fn drive<C, G>(
                     return;
                 }
             }
-            () = timer => {
-                if first_request_by.is_some() {
-                    continue; // the drain check above decides
-                }
-                if let (Some(timeout), Some(idle)) = (keep_alive_timeout, ctx.idle_for()) {
-                    if idle >= timeout {
-                        graceful_shutdown(connection.as_mut());
-                        shut_down = true;
-                    }
-                }
-            }
+            () = timer => {}
         }
     }
 }

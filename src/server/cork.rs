@@ -12,23 +12,47 @@ use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::server::stamp::Stamp;
 
 /// Most bytes held back; beyond this writes go through (and backpressure applies).
 const MAX_CORKED: usize = 64 * 1024;
 
-/// Tells the cork to write now. Set by a streaming response body when it hands over data
+/// Room for held writes kept between bursts: enough for a burst of small pipelined responses.
+const KEPT_CORK_CAPACITY: usize = 4096;
+
+/// What a connection's I/O wrapper and the rest of the connection tell each other.
+///
+/// To the cork: write now. Set by a streaming response body when it hands over data
 /// (streamed chunks, server-sent events say, must not wait behind a pipelined request), and
 /// for good once the connection stops being HTTP/1.1 request/response traffic (HTTP/2, a
 /// WebSocket after the upgrade): holding writes only pays off for pipelined HTTP/1.1.
-#[derive(Default)]
-pub struct FlushHint {
+///
+/// From the reads: when bytes first arrived since the connection last went idle, that is
+/// when the client began its next request head (for `--header-read-timeout`, see
+/// `connection::drive`).
+pub struct IoSignals {
     once: AtomicBool,
     always: AtomicBool,
+    input: AtomicBool,
+    input_at: Stamp,
 }
 
-impl FlushHint {
+impl Default for IoSignals {
+    fn default() -> Self {
+        IoSignals {
+            once: AtomicBool::new(false),
+            always: AtomicBool::new(false),
+            input: AtomicBool::new(false),
+            input_at: Stamp::now(),
+        }
+    }
+}
+
+impl IoSignals {
     pub fn request(&self) {
         self.once.store(true, Ordering::Relaxed);
     }
@@ -40,11 +64,32 @@ impl FlushHint {
     fn take(&self) -> bool {
         self.always.load(Ordering::Relaxed) || self.once.swap(false, Ordering::Relaxed)
     }
+
+    /// A read returned data. Only the first since `went_idle` is timed: one clock read per
+    /// request.
+    fn note_input(&self) {
+        if !self.input.load(Ordering::Relaxed) {
+            self.input_at.set_now();
+            self.input.store(true, Ordering::Release);
+        }
+    }
+
+    /// The connection has no request in flight any more: the next bytes start a new head.
+    pub fn went_idle(&self) {
+        self.input.store(false, Ordering::Relaxed);
+    }
+
+    /// When bytes first arrived since the connection last went idle (None if none have).
+    pub fn input_since(&self) -> Option<Instant> {
+        self.input
+            .load(Ordering::Acquire)
+            .then(|| self.input_at.get())
+    }
 }
 
 pub struct Corked<T> {
     inner: T,
-    hint: Arc<FlushHint>,
+    signals: Arc<IoSignals>,
     /// The last read returned data and hyper has not read again since: it may be parsing
     /// further pipelined requests out of its buffer.
     input_pending: bool,
@@ -54,10 +99,10 @@ pub struct Corked<T> {
 }
 
 impl<T> Corked<T> {
-    pub fn new(inner: T, hint: Arc<FlushHint>) -> Self {
+    pub fn new(inner: T, signals: Arc<IoSignals>) -> Self {
         Corked {
             inner,
-            hint,
+            signals,
             input_pending: false,
             held: Vec::new(),
             written: 0,
@@ -78,6 +123,10 @@ impl<T: AsyncWrite + Unpin> Corked<T> {
             self.written += n;
         }
         self.held.clear();
+        if self.held.capacity() > KEPT_CORK_CAPACITY {
+            // One large held response must not stay allocated for the connection's life.
+            self.held = Vec::new();
+        }
         self.written = 0;
         Poll::Ready(Ok(()))
     }
@@ -85,7 +134,7 @@ impl<T: AsyncWrite + Unpin> Corked<T> {
     fn can_hold(&self, len: usize) -> bool {
         self.input_pending
             && self.held.len() + len <= MAX_CORKED
-            && !self.hint.always.load(Ordering::Relaxed)
+            && !self.signals.always.load(Ordering::Relaxed)
     }
 }
 
@@ -107,6 +156,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for Corked<T> {
         let result = Pin::new(&mut this.inner).poll_read(cx, buf);
         if matches!(result, Poll::Ready(Ok(()))) && buf.filled().len() > before {
             this.input_pending = true;
+            this.signals.note_input();
         }
         result
     }
@@ -150,7 +200,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Corked<T> {
 
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
-        if this.input_pending && this.held.len() <= MAX_CORKED && !this.hint.take() {
+        if this.input_pending && this.held.len() <= MAX_CORKED && !this.signals.take() {
             // More pipelined requests may follow from hyper's buffer: flush with them.
             return Poll::Ready(Ok(()));
         }

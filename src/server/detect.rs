@@ -2,12 +2,14 @@
 //! starts with the fixed connection preface. Read the first bytes, compare, and hand them
 //! back to whichever protocol hyper then runs.
 
+use std::future::Future;
 use std::io;
+use std::mem::MaybeUninit;
 use std::pin::Pin;
-use std::task::{Context, Poll};
+use std::task::{ready, Context, Poll};
 
 use bytes::{Buf, Bytes, BytesMut};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
@@ -34,9 +36,9 @@ impl<S> Replay<S> {
 /// stream (with those bytes to replay) and whether it is HTTP/2; None when the client closed
 /// without sending anything.
 pub async fn sniff<S: AsyncRead + Unpin>(mut io: S) -> io::Result<Option<(Replay<S>, bool)>> {
-    let mut buf = BytesMut::with_capacity(FIRST_READ);
+    let mut buf = BytesMut::new();
     let http2 = loop {
-        if io.read_buf(&mut buf).await? == 0 {
+        if read_some(&mut io, &mut buf).await? == 0 {
             if buf.is_empty() {
                 return Ok(None);
             }
@@ -59,6 +61,22 @@ pub async fn sniff<S: AsyncRead + Unpin>(mut io: S) -> io::Result<Option<(Replay
     )))
 }
 
+/// One read into a buffer on the stack, appending what came to `buf`: a connection waiting
+/// for its first bytes then holds no read buffer (each of thousands of idle pre-connections
+/// kept 4 KiB), and what is kept for replay is only as large as what was read.
+fn read_some<'a, S: AsyncRead + Unpin>(
+    io: &'a mut S,
+    buf: &'a mut BytesMut,
+) -> impl Future<Output = io::Result<usize>> + 'a {
+    std::future::poll_fn(move |cx| {
+        let mut space = [MaybeUninit::<u8>::uninit(); FIRST_READ];
+        let mut read = ReadBuf::uninit(&mut space);
+        ready!(Pin::new(&mut *io).poll_read(cx, &mut read))?;
+        buf.extend_from_slice(read.filled());
+        Poll::Ready(Ok(read.filled().len()))
+    })
+}
+
 impl<S: AsyncRead + Unpin> AsyncRead for Replay<S> {
     fn poll_read(
         self: Pin<&mut Self>,
@@ -71,8 +89,7 @@ impl<S: AsyncRead + Unpin> AsyncRead for Replay<S> {
             buf.put_slice(&this.prefix[..n]);
             this.prefix.advance(n);
             if this.prefix.is_empty() {
-                // An advanced-to-the-end `Bytes` still holds the whole first-read buffer: let
-                // it go, or every idle connection keeps 4 KiB for nothing.
+                // An advanced-to-the-end `Bytes` still holds its allocation: let it go.
                 this.prefix = Bytes::new();
             }
             return Poll::Ready(Ok(()));
@@ -114,7 +131,7 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Replay<S> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tokio::io::AsyncWriteExt;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     async fn detect(chunks: &[&[u8]]) -> Option<(Vec<u8>, bool)> {
         let (mut client, server) = tokio::io::duplex(1 << 16);

@@ -5,34 +5,54 @@ use std::sync::Arc;
 
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
+use crate::relay::Relayed;
 use crate::server::connection::{serve_connection, Protocol};
-use crate::server::cork::FlushHint;
+use crate::server::cork::IoSignals;
 use crate::server::request::ConnInfo;
 use crate::server::{ConnectionGuard, ServerShared};
 use crate::tls::TlsInfo;
 
-pub async fn start_connection<S>(
+/// Starts serving an accepted stream in its own task. Over TLS the handshake runs in a task
+/// of its own that spawns the serving one: a task's future is as large as its largest state,
+/// so a connection that went on serving would keep the handshake's room for its whole life.
+pub fn start_connection<S>(
     stream: S,
-    mut info: ConnInfo,
+    info: ConnInfo,
     shared: Arc<ServerShared>,
-    flush_hint: Arc<FlushHint>,
+    signals: Arc<IoSignals>,
     // Counted from the accept, so that a drain waits for connections still in their handshake
     // or whose task has not run yet.
-    _count: ConnectionGuard,
+    count: ConnectionGuard,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let mode = shared.config.http;
+    let relay = shared.relay.clone();
+    if shared.config.tls.is_none() {
+        let protocol = Protocol::cleartext(shared.config.http);
+        let serve = serve_connection(stream, info, shared, protocol, signals, count);
+        let fut = Relayed::new(serve, &relay);
+        static ONCE: std::sync::Once = std::sync::Once::new();
+        ONCE.call_once(|| eprintln!("SIZE task {}", std::mem::size_of_val(&fut)));
+        tokio::spawn(fut);
+    } else {
+        let handshake = handshake_then_serve(stream, info, shared, signals, count);
+        tokio::spawn(Relayed::new(handshake, &relay));
+    }
+}
+
+async fn handshake_then_serve<S>(
+    stream: S,
+    mut info: ConnInfo,
+    shared: Arc<ServerShared>,
+    signals: Arc<IoSignals>,
+    count: ConnectionGuard,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let Some(tls) = shared.config.tls.clone() else {
-        // Boxed: an idle connection's task then holds only the state it needs (the handshake
-        // and the cleartext/TLS variants would otherwise share one large future).
-        let serve = serve_connection(stream, info, shared, Protocol::cleartext(mode), flush_hint);
-        return Box::pin(serve).await;
+        return;
     };
-    // Boxed too: the handshake state (rustls's) is large and only needed until it completes.
-    let handshake = Box::pin(finish_handshake(
-        tls.acceptor.accept(stream).into_fallible(),
-    ));
+    let handshake = finish_handshake(tls.acceptor.accept(stream).into_fallible());
     // A failed or stalled handshake just closes the connection: there is nobody to answer.
     let stream = match tls.handshake_timeout {
         Some(limit) => match tokio::time::timeout(limit, handshake).await {
@@ -45,9 +65,11 @@ pub async fn start_connection<S>(
         },
     };
     let session = stream.get_ref().1;
-    let protocol = Protocol::negotiated(mode, session.alpn_protocol());
+    let protocol = Protocol::negotiated(shared.config.http, session.alpn_protocol());
     info.tls = Some(Arc::new(TlsInfo::new(session, tls.server_cert_pem.clone())));
-    Box::pin(serve_connection(stream, info, shared, protocol, flush_hint)).await
+    let relay = shared.relay.clone();
+    let serve = serve_connection(stream, info, shared, protocol, signals, count);
+    tokio::spawn(Relayed::new(serve, &relay));
 }
 
 /// The handshake; on failure, the alert rustls queued (say `protocol_version` to a client

@@ -5,8 +5,7 @@ use std::time::Duration;
 
 use tokio::net::{TcpListener, UnixListener};
 
-use crate::relay::Relayed;
-use crate::server::cork::{Corked, FlushHint};
+use crate::server::cork::{Corked, IoSignals};
 use crate::server::handshake::start_connection;
 use crate::server::request::{ConnInfo, LocalAddr};
 use crate::server::{AcceptLoopGuard, Lifecycle, ServerShared};
@@ -54,22 +53,16 @@ async fn accept_one(listener: &Listener, shared: &Arc<ServerShared>) -> std::io:
             let _ = stream.set_nodelay(true);
             let local = stream.local_addr()?;
             let info = ConnInfo::new(Some(peer), LocalAddr::Tcp(local));
-            let hint = Arc::new(FlushHint::default());
-            let io = Corked::new(stream, hint.clone());
-            tokio::spawn(Relayed::new(
-                start_connection(io, info, shared.clone(), hint, shared.track_connection()),
-                &shared.relay,
-            ));
+            let signals = Arc::new(IoSignals::default());
+            let io = Corked::new(stream, signals.clone());
+            start_connection(io, info, shared.clone(), signals, shared.track_connection());
         }
         Listener::Unix(l, path) => {
             let (stream, _) = l.accept().await?;
             let info = ConnInfo::new(None, LocalAddr::Unix(path.clone()));
-            let hint = Arc::new(FlushHint::default());
-            let io = Corked::new(stream, hint.clone());
-            tokio::spawn(Relayed::new(
-                start_connection(io, info, shared.clone(), hint, shared.track_connection()),
-                &shared.relay,
-            ));
+            let signals = Arc::new(IoSignals::default());
+            let io = Corked::new(stream, signals.clone());
+            start_connection(io, info, shared.clone(), signals, shared.track_connection());
         }
     }
     Ok(())

@@ -5,9 +5,11 @@ pub mod connection;
 pub mod cork;
 pub mod detect;
 pub mod handshake;
+pub mod idle;
 pub mod listener;
 pub mod request;
 pub mod service;
+pub mod stamp;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};

@@ -5,9 +5,9 @@ use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::{Duration, Instant};
+use std::time::Instant;
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, Version};
@@ -21,8 +21,9 @@ use crate::http::body::{pump_request_body, BodyAborted, ResponseBody, REQUEST_BO
 use crate::http::exchange::{CloseGuard, Exchange};
 use crate::http::headers::{add_host_from_authority, expects_continue, h2_request_is_malformed};
 use crate::http::limits::{BodyError, BodyReader};
-use crate::server::cork::FlushHint;
+use crate::server::cork::IoSignals;
 use crate::server::request::{ConnInfo, PendingRequest};
+use crate::server::stamp::Stamp;
 use crate::server::ServerShared;
 use crate::wakeup::{Event, Warning};
 use crate::ws::handshake::is_upgrade;
@@ -31,28 +32,28 @@ use crate::ws::session::handle_upgrade;
 pub struct ConnCtx {
     pub info: Arc<ConnInfo>,
     pub shared: Arc<ServerShared>,
-    flush_hint: Arc<FlushHint>,
+    signals: Arc<IoSignals>,
     in_flight: AtomicUsize,
     /// Whether a request has ever started on this connection (see `drive`'s drain grace).
     started: AtomicBool,
-    idle_since: Mutex<Instant>,
+    idle_since: Stamp,
 }
 
 impl ConnCtx {
-    pub fn new(info: ConnInfo, shared: Arc<ServerShared>, flush_hint: Arc<FlushHint>) -> Self {
+    pub fn new(info: ConnInfo, shared: Arc<ServerShared>, signals: Arc<IoSignals>) -> Self {
         ConnCtx {
             info: Arc::new(info),
             shared,
-            flush_hint,
+            signals,
             in_flight: AtomicUsize::new(0),
             started: AtomicBool::new(false),
-            idle_since: Mutex::new(Instant::now()),
+            idle_since: Stamp::now(),
         }
     }
 
-    /// Writes go straight out from now on (see `FlushHint`).
+    /// Writes go straight out from now on (see `IoSignals`).
     pub fn disable_corking(&self) {
-        self.flush_hint.disable_corking();
+        self.signals.disable_corking();
     }
 
     /// Whether a request has started on this connection (its head was read).
@@ -60,18 +61,24 @@ impl ConnCtx {
         self.started.load(Ordering::Relaxed)
     }
 
-    /// How long the connection has had no request in flight (None while one is).
-    pub fn idle_for(&self) -> Option<Duration> {
+    /// Where the connection stands between requests; None while a request is in flight.
+    pub fn idle_state(&self) -> Option<IdleState> {
         if self.in_flight.load(Ordering::SeqCst) > 0 {
             return None;
         }
-        Some(
-            self.idle_since
-                .lock()
-                .unwrap_or_else(|p| p.into_inner())
-                .elapsed(),
-        )
+        Some(IdleState {
+            since: self.idle_since.get(),
+            head_started: self.signals.input_since(),
+        })
     }
+}
+
+/// A connection with no request in flight.
+pub struct IdleState {
+    /// Since when: the last response, or the connection's start.
+    pub since: Instant,
+    /// When the client began sending its next request head, if it has.
+    pub head_started: Option<Instant>,
 }
 
 /// One request in flight, from the service call until hyper drops its response body.
@@ -87,7 +94,8 @@ impl InFlight {
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        *self.0.idle_since.lock().unwrap_or_else(|p| p.into_inner()) = Instant::now();
+        self.0.idle_since.set_now();
+        self.0.signals.went_idle();
         self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
         self.0.shared.request_finished();
     }
@@ -140,7 +148,7 @@ impl Body for TrackedBody {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
         if self.inner.is_streaming() && matches!(polled, Poll::Ready(Some(Ok(_)))) {
             if let Some(in_flight) = &self.in_flight {
-                in_flight.0.flush_hint.request();
+                in_flight.0.signals.request();
             }
         }
         polled
