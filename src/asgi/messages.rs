@@ -85,6 +85,10 @@ pub fn parse_headers(headers: &Bound<'_, PyAny>, key: &str) -> PyResult<HeaderMa
     let mut map = HeaderMap::new();
     // Lists (the common case) are walked directly; anything else iterable works too.
     if let Ok(list) = headers.downcast::<PyList>() {
+        // Sized for the app's headers plus the two the server adds (Server, Content-Length):
+        // hyper keeps the last response's map in every idle keep-alive connection, and one
+        // grown from empty has room for six (624 bytes of entries).
+        map.reserve(list.len() + 2);
         for item in list.iter() {
             add_header(&mut map, &item, key)?;
         }
@@ -184,7 +188,7 @@ pub fn parse_response_body(message: &Bound<'_, PyDict>) -> PyResult<(Bytes, bool
 
 pub fn body_bytes(obj: &Bound<'_, PyAny>, key: &str) -> PyResult<Bytes> {
     if let Ok(b) = obj.downcast::<PyBytes>() {
-        return Ok(Bytes::copy_from_slice(b.as_bytes()));
+        return Ok(crate::asgi::shared_bytes::body_from_bytes(b));
     }
     if let Ok(b) = obj.downcast::<PyByteArray>() {
         return Ok(Bytes::from(b.to_vec()));
