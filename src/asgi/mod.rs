@@ -4,7 +4,6 @@ pub mod awaitable;
 pub mod messages;
 pub mod protocol;
 pub mod scope;
-pub mod shared_bytes;
 pub mod state;
 pub mod waiters;
 pub mod websocket;
