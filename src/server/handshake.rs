@@ -30,10 +30,7 @@ pub fn start_connection<S>(
     if shared.config.tls.is_none() {
         let protocol = Protocol::cleartext(shared.config.http);
         let serve = serve_connection(stream, info, shared, protocol, signals, count);
-        let fut = Relayed::new(serve, &relay);
-        static ONCE: std::sync::Once = std::sync::Once::new();
-        ONCE.call_once(|| eprintln!("SIZE task {}", std::mem::size_of_val(&fut)));
-        tokio::spawn(fut);
+        tokio::spawn(Relayed::new(serve, &relay));
     } else {
         let handshake = handshake_then_serve(stream, info, shared, signals, count);
         tokio::spawn(Relayed::new(handshake, &relay));
