@@ -5,7 +5,6 @@ use std::time::Duration;
 
 use tokio::net::{TcpListener, UnixListener};
 
-use crate::server::cork::{Corked, IoSignals};
 use crate::server::handshake::start_connection;
 use crate::server::request::{ConnInfo, LocalAddr};
 use crate::server::{AcceptLoopGuard, Lifecycle, ServerShared};
@@ -52,17 +51,19 @@ async fn accept_one(listener: &Listener, shared: &Arc<ServerShared>) -> std::io:
             // Responses are written whole; Nagle would only add latency.
             let _ = stream.set_nodelay(true);
             let local = stream.local_addr()?;
-            let info = ConnInfo::new(Some(peer), LocalAddr::Tcp(local));
-            let signals = Arc::new(IoSignals::default());
-            let io = Corked::new(stream, signals.clone());
-            start_connection(io, info, shared.clone(), signals, shared.track_connection());
+            start_connection(
+                stream,
+                ConnInfo::new(Some(peer), LocalAddr::Tcp(local)),
+                shared,
+            );
         }
         Listener::Unix(l, path) => {
             let (stream, _) = l.accept().await?;
-            let info = ConnInfo::new(None, LocalAddr::Unix(path.clone()));
-            let signals = Arc::new(IoSignals::default());
-            let io = Corked::new(stream, signals.clone());
-            start_connection(io, info, shared.clone(), signals, shared.track_connection());
+            start_connection(
+                stream,
+                ConnInfo::new(None, LocalAddr::Unix(path.clone())),
+                shared,
+            );
         }
     }
     Ok(())
