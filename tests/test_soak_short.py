@@ -1,5 +1,5 @@
-"""A short soak run (benchmarks/soak.py for ~45 s): no request errors, RSS within 5% after the
-warm-up (a memory bound, not a timing threshold), fds and asyncio tasks back to their
+"""A short soak run (benchmarks/soak.py for ~45 s): no request errors, RSS within 10% after
+the warm-up (a memory bound, not a timing threshold), fds and asyncio tasks back to their
 pre-load values, and the server alive throughout."""
 
 import os
@@ -29,7 +29,12 @@ def test_soak_short(request):
             reason="PyPy heap still warming up within 45 s", strict=False))
     proc = subprocess.run(
         [sys.executable, os.path.join(REPO_ROOT, "benchmarks", "soak.py"), "--duration", "45",
-         "--interval", "3", "--workers", "4"],
+         "--interval", "1.5", "--workers", "4",
+         # The server's RSS swings by ~10% peak to peak under this load with no trend (600 s:
+         # 38.3-42.2 MB, growth +0.13%), so two 45 s medians differ by up to ~6.5%: a 5% bound
+         # failed 2 of 7 runs (+6.4%, +6.2%). 10% (~4 MB) still fails a leak of ~40 bytes per
+         # request (100k+ requests in 45 s); the 600 s run in benchmarks/ holds the 5% bound.
+         "--max-rss-growth", "10"],
         cwd=REPO_ROOT, env=server_env(), capture_output=True, timeout=170,
     )
     out = proc.stdout.decode("utf-8", "replace") + proc.stderr.decode("utf-8", "replace")
