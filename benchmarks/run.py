@@ -3,7 +3,7 @@
 
     python benchmarks/run.py                 # full CPython suite (ferrocorn, granian, uvicorn)
     python benchmarks/run.py --quick         # smoke run: short durations, one round
-    python benchmarks/run.py --pypy          # PyPy suite: ferrocorn + uvicorn on pypy3 (+ granian)
+    python benchmarks/run.py --pypy          # PyPy suite: ferrocorn/uvicorn on pypy3 + CPython refs
     python benchmarks/run.py --servers granian,uvicorn --scenarios plaintext,json
 
 The script runs in two stages. Stage 1 (any python3, stdlib only) makes sure wrk/h2load are
@@ -51,7 +51,16 @@ IDLE_CAPACITY = 32768  # connection cap given to servers that have one, for idle
 
 ALL_SERVERS = ["ferrocorn", "granian", "uvicorn", "ferrocorn-pypy", "uvicorn-pypy"]
 DEFAULT_SERVERS = ["ferrocorn", "granian", "uvicorn"]
-PYPY_SERVERS = ["granian", "ferrocorn-pypy", "uvicorn-pypy"]
+# ferrocorn on CPython too, so the PyPy/CPython ratio comes from the same run.
+PYPY_SERVERS = ["granian", "ferrocorn", "ferrocorn-pypy", "uvicorn-pypy"]
+
+# The ratios the summary table shows (first / second), where a run has both servers.
+SUMMARY_PAIRS = (
+    ("ferrocorn", "granian"),
+    ("ferrocorn", "uvicorn"),
+    ("ferrocorn-pypy", "uvicorn-pypy"),
+    ("ferrocorn-pypy", "ferrocorn"),
+)
 REFERENCE = "granian"
 
 # granian's fastest configuration for a single worker pinned to one core, chosen by measuring
@@ -1555,6 +1564,37 @@ def other_suites(md_path: Path) -> str:
     return "\n".join(parts) + ("\n" if parts else "")
 
 
+def pair_ratio(scen: dict, a: str, b: str) -> float | None:
+    """a's result over b's in one scenario (throughput, or RSS for idle), None if either
+    failed or is missing."""
+    ea, eb = scen["servers"].get(a), scen["servers"].get(b)
+    if not ea or not eb or ea.get("status") != "ok" or eb.get("status") != "ok":
+        return None
+    return ea["value"] / eb["value"] if eb["value"] else None
+
+
+def summary_table(results: dict) -> list[str]:
+    """One row per scenario, one column per server pair of SUMMARY_PAIRS present in the run."""
+    present = {n for scen in results["scenarios"].values() for n in scen["servers"]}
+    pairs = [(a, b) for a, b in SUMMARY_PAIRS if a in present and b in present]
+    if not pairs:
+        return []
+    out = [
+        "## Summary: ratios between servers",
+        "",
+        "Medians from this run; throughput ratio (higher is better), for idle10k the RSS "
+        "ratio (lower is better).",
+        "",
+        "| scenario | " + " | ".join(f"{a} / {b}" for a, b in pairs) + " |",
+        "|---|" + "---:|" * len(pairs),
+    ]
+    for name, scen in results["scenarios"].items():
+        cells = [fmt_ratio(pair_ratio(scen, a, b)) for a, b in pairs]
+        out.append(f"| {name} | " + " | ".join(cells) + " |")
+    out.append("")
+    return out
+
+
 def render_markdown(results: dict, png_name: str | None) -> str:
     meta = results["meta"]
     st = meta["settings"]
@@ -1666,6 +1706,7 @@ def render_markdown(results: dict, png_name: str | None) -> str:
         "throughput (higher is better), and for idle10k RSS / granian's RSS (lower is better)."
     )
     add("")
+    lines.extend(summary_table(results))
     for name, scen in results["scenarios"].items():
         spec = SCENARIOS[name]
         add(f"## {name}: {scen['title']}")
@@ -1839,8 +1880,8 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument(
         "--pypy",
         action="store_true",
-        help="PyPy suite: ferrocorn and uvicorn under pypy3 (granian on CPython as the "
-        "reference); writes RESULTS-pypy.md / results-pypy.{json,png}",
+        help="PyPy suite: ferrocorn and uvicorn under pypy3 (granian and ferrocorn on CPython "
+        "as references); writes RESULTS-pypy.md / results-pypy.{json,png}",
     )
     p.add_argument(
         "--quick",
