@@ -174,6 +174,52 @@ def test_invalid_content_length_value(server):
     assert_healthy(server.port)
 
 
+@pytest.mark.parametrize("host_lines", [
+    b"",  # HTTP/1.1 without Host
+    b"Host: a\r\nHost: a\r\n",  # repeated, even with equal values
+    b"Host: a b\r\n",
+    b"Host: user@example.com\r\n",
+    b"Host: example.com:80x\r\n",
+    b"Host: [::1\r\n",
+], ids=["missing", "repeated", "space", "userinfo", "bad-port", "open-bracket"])
+def test_host_must_be_one_valid_field(server, host_lines):
+    """RFC 9112 §3.2: a server MUST answer 400 to an HTTP/1.1 request without Host, and to
+    any request with more than one Host line or an invalid Host value. The app never sees it."""
+    expect_400_and_close(server.port, b"GET /hello HTTP/1.1\r\n" + host_lines + b"\r\n")
+    assert_healthy(server.port)
+
+
+@pytest.mark.parametrize("host", [b"", b"example.com:8000", b"[::1]:8000", b"127.0.0.1"])
+def test_valid_host_values_are_served(server, host):
+    with RawConnection(server.port) as conn:
+        conn.send(b"GET /hello HTTP/1.1\r\nHost: " + host + b"\r\n\r\n")
+        resp = conn.read_response()
+    assert resp is not None and resp.status == 200 and resp.body == b"hello world", resp
+
+
+def test_http10_without_host_is_served_but_not_with_two(server):
+    with RawConnection(server.port) as conn:
+        conn.send(b"GET /hello HTTP/1.0\r\n\r\n")
+        resp = conn.read_response()
+    assert resp is not None and resp.status == 200, resp
+    expect_400_and_close(server.port, b"GET /hello HTTP/1.0\r\nHost: a\r\nHost: b\r\n\r\n")
+
+
+def test_unsupported_transfer_coding_is_501(server):
+    """RFC 9112 §6.1: a transfer coding the server does not understand gets 501; the app must
+    not receive a body that is still gzip-coded under a chunked framing."""
+    payload = (
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
+        b"5\r\nhello\r\n0\r\n\r\n"
+    )
+    with RawConnection(server.port) as conn:
+        conn.send(payload)
+        resp = conn.read_response()
+        assert resp is not None and resp.status == 501, resp
+        assert conn.is_closed_by_peer(timeout=5), "connection left open after 501"
+    assert_healthy(server.port)
+
+
 def test_invalid_chunk_size(server):
     """Allowed outcomes: a 400 response, or the connection closed with no response (both then
     close).  Observed: 400 + close.  Repeated because the outcome may race with the app, which

@@ -2,5 +2,6 @@
 
 pub mod body;
 pub mod exchange;
+pub mod h1_request;
 pub mod headers;
 pub mod limits;

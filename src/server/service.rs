@@ -19,6 +19,7 @@ use crate::asgi::protocol::error_response;
 use crate::asgi::state::{LoopState, RequestBody};
 use crate::http::body::{pump_request_body, BodyAborted, ResponseBody, REQUEST_BODY_QUEUE};
 use crate::http::exchange::{CloseGuard, Exchange};
+use crate::http::h1_request::check_head;
 use crate::http::headers::{add_host_from_authority, expects_continue, h2_request_is_malformed};
 use crate::http::limits::{BodyError, BodyReader};
 use crate::server::cork::IoSignals;
@@ -247,6 +248,13 @@ type Responded = (Response<ResponseBody>, Option<oneshot::Receiver<BodyError>>);
 async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>) -> Responded {
     let shared = &conn.shared;
     let config = &shared.config;
+    if req.version() != Version::HTTP_2 {
+        let length_known = req.body().size_hint().exact().is_some();
+        if let Some(problem) = check_head(req.version(), req.headers(), length_known) {
+            // The client's mistake, like hyper's own 400s: answered, not logged.
+            return (error_response(config, problem.status(), None), None);
+        }
+    }
     if let Some(limit) = config.limit_request_line {
         let length = req.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
         if length > limit {
