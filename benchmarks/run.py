@@ -1409,11 +1409,10 @@ def describe(name: str, res: dict) -> str:
 
 
 def add_ratios(name: str, scen: dict) -> None:
-    ref = scen["servers"].get(REFERENCE)
-    ref_val = ref.get("value") if ref and ref.get("status") == "ok" else None
-    for entry in scen["servers"].values():
-        if entry.get("status") == "ok" and ref_val:
-            entry["ratio_vs_granian"] = entry["value"] / ref_val
+    for server, entry in scen["servers"].items():
+        ratio = pair_ratio(scen, server, REFERENCE)
+        if ratio is not None:
+            entry["ratio_vs_granian"] = ratio
 
 
 def write_json(obj: dict, path: Path) -> None:

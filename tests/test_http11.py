@@ -140,13 +140,17 @@ def test_default_headers_on_error_responses(bare_server):
     assert resp.header("server") is None
 
 
-def expect_400_and_close(port, payload):
+def expect_status_and_close(port, payload, status):
     with RawConnection(port) as conn:
         conn.send(payload)
         resp = conn.read_response()
         assert resp is not None, "connection closed without a response"
-        assert resp.status == 400, resp
-        assert conn.is_closed_by_peer(timeout=5), "connection left open after 400"
+        assert resp.status == status, resp
+        assert conn.is_closed_by_peer(timeout=5), "connection left open after %d" % status
+
+
+def expect_400_and_close(port, payload):
+    expect_status_and_close(port, payload, 400)
 
 
 def test_malformed_request_line(server):
@@ -212,11 +216,7 @@ def test_unsupported_transfer_coding_is_501(server):
         b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: gzip, chunked\r\n\r\n"
         b"5\r\nhello\r\n0\r\n\r\n"
     )
-    with RawConnection(server.port) as conn:
-        conn.send(payload)
-        resp = conn.read_response()
-        assert resp is not None and resp.status == 501, resp
-        assert conn.is_closed_by_peer(timeout=5), "connection left open after 501"
+    expect_status_and_close(server.port, payload, 501)
     assert_healthy(server.port)
 
 

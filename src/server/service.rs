@@ -248,9 +248,10 @@ type Responded = (Response<ResponseBody>, Option<oneshot::Receiver<BodyError>>);
 async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>) -> Responded {
     let shared = &conn.shared;
     let config = &shared.config;
+    // The body's length as framed (None: chunked, or HTTP/2 without content-length).
+    let size = req.body().size_hint().exact();
     if req.version() != Version::HTTP_2 {
-        let length_known = req.body().size_hint().exact().is_some();
-        if let Some(problem) = check_head(req.version(), req.headers(), length_known) {
+        if let Some(problem) = check_head(req.version(), req.headers(), size.is_some()) {
             // The client's mistake, like hyper's own 400s: answered, not logged.
             return (error_response(config, problem.status(), None), None);
         }
@@ -275,7 +276,6 @@ async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>) -> Responded {
     let expect_continue = expects_continue(&head.headers);
     let is_head = head.method == Method::HEAD;
 
-    let size = body.size_hint().exact();
     if let (Some(limit), Some(size)) = (config.limit_request_body, size) {
         if size > limit {
             // Refused before the app sees it, and before a 100 Continue invites the body.
