@@ -9,7 +9,10 @@ use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyList};
 
+#[cfg(not(PyPy))]
+use crate::asgi::lazy_task::LazyTasks;
 use crate::asgi::protocol::{HttpProtocol, LoopCtx, RequestLine};
+use crate::asgi::runner::AppRun;
 use crate::asgi::scope::ScopeFactory;
 use crate::asgi::websocket::WebSocketProtocol;
 use crate::config::{Http2Settings, HttpMode, ServerConfig};
@@ -28,9 +31,9 @@ enum PendingListener {
     Unix(std::os::unix::net::UnixListener, Arc<str>),
 }
 
-/// How an app coroutine becomes a task: `asyncio.Task` directly (eagerly on Python 3.12+, so
-/// a handler that never waits finishes inside the drain), or a custom task factory through
-/// `loop.create_task`.
+/// How a task body becomes a task: `asyncio.Task` directly (eagerly on Python 3.12+, so
+/// a handler that never waits finishes inside the drain), a lazily set-up task on CPython
+/// 3.11 (same effect, see lazy_task.rs), or a custom task factory through `loop.create_task`.
 enum TaskSpawner {
     /// `loop.create_task`, when the loop has a task factory.
     CreateTask(Py<PyAny>),
@@ -38,6 +41,13 @@ enum TaskSpawner {
     Task {
         task_type: Py<PyAny>,
         kwargs: Py<PyDict>,
+    },
+    /// CPython 3.11: the first step runs now; `fallback` is for bodies that are not
+    /// `AppRun`.
+    #[cfg(not(PyPy))]
+    Lazy {
+        tasks: Arc<LazyTasks>,
+        fallback: Box<TaskSpawner>,
     },
 }
 
@@ -48,10 +58,65 @@ impl TaskSpawner {
             TaskSpawner::Task { task_type, kwargs } => {
                 task_type.bind(py).call((coro,), Some(kwargs.bind(py)))?
             }
+            #[cfg(not(PyPy))]
+            TaskSpawner::Lazy { tasks, fallback } => {
+                return match coro.cast_into::<AppRun>() {
+                    Ok(body) => tasks.start(py, body),
+                    Err(err) => fallback.spawn(py, err.into_inner()),
+                };
+            }
         };
         Ok(())
     }
 }
+
+/// What each app call runs inside: the built-in `AppRun`, or a Python wrapper (access log,
+/// metrics, proxy headers) called as `wrapper(app, scope, proto)`.
+enum TaskBody {
+    Builtin,
+    Wrapper(Py<PyAny>),
+}
+
+impl TaskBody {
+    fn new(py: Python<'_>, run_asgi: Py<PyAny>) -> Self {
+        if run_asgi.bind(py).is(py.get_type::<AppRun>()) {
+            TaskBody::Builtin
+        } else {
+            TaskBody::Wrapper(run_asgi)
+        }
+    }
+
+    fn make<'py>(
+        &self,
+        py: Python<'py>,
+        app: &Py<PyAny>,
+        scope: Bound<'py, PyDict>,
+        proto: &Bound<'py, PyAny>,
+    ) -> PyResult<Bound<'py, PyAny>> {
+        match self {
+            TaskBody::Builtin => {
+                let body = AppRun::new(app.clone_ref(py), scope.into_any().unbind(), proto)?;
+                Ok(Bound::new(py, body)?.into_any())
+            }
+            // On PyPy the Python coroutine is cheaper than stepping it from Rust.
+            TaskBody::Wrapper(wrapper) if cfg!(PyPy) => {
+                wrapper.bind(py).call1((app.bind(py), scope, proto))
+            }
+            TaskBody::Wrapper(wrapper) => {
+                let body = AppRun::wrapping(
+                    wrapper.clone_ref(py),
+                    app.clone_ref(py),
+                    scope.into_any().unbind(),
+                    proto,
+                )?;
+                Ok(Bound::new(py, body)?.into_any())
+            }
+        }
+    }
+}
+
+/// The name of every request's task.
+const TASK_NAME: &str = "ferrocorn.app";
 
 /// How long `stop_accepting` waits for the accept loops (they stop at their next poll; this
 /// only bounds a runtime that is stuck).
@@ -72,10 +137,10 @@ impl RelayFlush {
 pub struct Core {
     app: Py<PyAny>,
     event_loop: Py<PyAny>,
-    run_asgi: Py<PyAny>,
+    run_asgi: TaskBody,
     /// The (app, wrapper) pair that applies proxy headers, used only for requests that carry
     /// a forwarding header (so the rest pay nothing for `--proxy-headers`).
-    forwarded: Option<(Py<PyAny>, Py<PyAny>)>,
+    forwarded: Option<(Py<PyAny>, TaskBody)>,
     spawner: TaskSpawner,
     scope: ScopeFactory,
     ctx: Arc<LoopCtx>,
@@ -174,14 +239,14 @@ impl Core {
         headers: &http::HeaderMap,
         proto: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
-        let (app, run_asgi) = self.pick_app(headers);
-        let coro = run_asgi.bind(py).call1((app.bind(py), scope?, proto))?;
-        self.spawner.spawn(py, coro)
+        let (app, body) = self.pick_app(headers);
+        let body = body.make(py, app, scope?, proto)?;
+        self.spawner.spawn(py, body)
     }
 
     /// The plain pair, or the proxy-headers pair when the request carries a forwarding
     /// header.
-    fn pick_app(&self, headers: &http::HeaderMap) -> (&Py<PyAny>, &Py<PyAny>) {
+    fn pick_app(&self, headers: &http::HeaderMap) -> (&Py<PyAny>, &TaskBody) {
         match &self.forwarded {
             Some((app, run_asgi)) if has_forwarding_header(headers) => (app, run_asgi),
             _ => (&self.app, &self.run_asgi),
@@ -336,24 +401,21 @@ impl Core {
             .map_err(|e| PyOSError::new_err(format!("cannot start the I/O runtime: {e}")))?;
 
         let loop_ref = event_loop.bind(py);
-        let eager = match eager_tasks {
-            Some(e) => e,
-            None => {
-                let version = py.version_info();
-                (version.major, version.minor) >= (3, 12)
-            }
-        };
+        let version = py.version_info();
+        let version = (version.major, version.minor);
+        let eager = eager_tasks.unwrap_or(true);
+        let has_factory = !loop_ref.call_method0("get_task_factory")?.is_none();
         // `asyncio.Task(coro, loop=loop)` skips the loop's create_task wrapper (measurably
         // cheaper per request under uvloop); passing the loop spares the running-loop lookup,
         // which costs a getpid() syscall per task on CPython 3.11. Eager tasks (3.12+) are
         // always built this way; otherwise a custom task factory must be honoured.
-        let spawner = if eager || loop_ref.call_method0("get_task_factory")?.is_none() {
+        let plain = if (eager && version >= (3, 12)) || !has_factory {
             let kwargs = PyDict::new(py);
             kwargs.set_item("loop", loop_ref)?;
             // A name given spares the "Task-<n>" formatting asyncio does per task (1.27 -> 1.11
             // µs per asyncio.Task under uvloop, timeit); it also says what the task is.
-            kwargs.set_item("name", "ferrocorn.app")?;
-            if eager {
+            kwargs.set_item("name", TASK_NAME)?;
+            if eager && version >= (3, 12) {
                 kwargs.set_item("eager_start", true)?;
             }
             TaskSpawner::Task {
@@ -363,6 +425,17 @@ impl Core {
         } else {
             TaskSpawner::CreateTask(loop_ref.getattr("create_task")?.unbind())
         };
+        #[cfg(not(PyPy))]
+        let spawner = if eager && version == (3, 11) && !has_factory {
+            TaskSpawner::Lazy {
+                tasks: Arc::new(LazyTasks::new(py, loop_ref, TASK_NAME)?),
+                fallback: Box::new(plain),
+            }
+        } else {
+            plain
+        };
+        #[cfg(PyPy)]
+        let spawner = plain;
         let shared = Arc::new(ServerShared::new(config.clone(), wakeup));
         let ctx = Arc::new(LoopCtx {
             create_future: loop_ref.getattr("create_future")?.unbind(),
@@ -382,8 +455,10 @@ impl Core {
         Ok(Core {
             app,
             event_loop,
-            run_asgi,
-            forwarded: forwarded_app.zip(forwarded_run_asgi),
+            run_asgi: TaskBody::new(py, run_asgi),
+            forwarded: forwarded_app
+                .zip(forwarded_run_asgi)
+                .map(|(app, run_asgi)| (app, TaskBody::new(py, run_asgi))),
             spawner,
             scope: ScopeFactory::new(py, root_path, state)?,
             ctx,

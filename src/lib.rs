@@ -30,6 +30,9 @@ fn _ferrocorn(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<asgi::protocol::HttpProtocol>()?;
     m.add_class::<asgi::websocket::WebSocketProtocol>()?;
     m.add_class::<asgi::awaitable::Ready>()?;
+    m.add_class::<asgi::runner::AppRun>()?;
+    #[cfg(not(PyPy))]
+    m.add_function(wrap_pyfunction!(asgi::lazy_task::promote_request_task, m)?)?;
     m.add_class::<tls::pyconfig::TlsConfig>()?;
     Ok(())
 }

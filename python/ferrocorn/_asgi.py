@@ -1,15 +1,21 @@
-"""The task wrapper each HTTP request runs in (DESIGN.md, hot path point 4).
+"""The task body each request runs in (DESIGN.md, hot path point 4).
 
 It awaits the app and reports the outcome straight to the request's protocol object: no
-``add_done_callback``, no second future. Kept tiny: it runs once per request.
+``add_done_callback``, no second future. On CPython that body is ``_ferrocorn.AppRun``, a
+Rust object the task steps like a coroutine; on PyPy, where every call into the extension
+costs more than JIT-compiled Python, it is the ``async def`` below. Kept tiny: it runs once
+per request.
 """
 
 from __future__ import annotations
 
 import asyncio
+import collections.abc
 import logging
+import sys
 from typing import Any
 
+from ._ferrocorn import AppRun
 from .accesslog import client_text
 
 error_logger = logging.getLogger("ferrocorn.error")
@@ -17,8 +23,11 @@ access_logger = logging.getLogger("ferrocorn.access")
 
 _CancelledError = asyncio.CancelledError
 
+# asyncio.Task accepts only what asyncio.iscoroutine() recognises.
+collections.abc.Coroutine.register(AppRun)
 
-async def run_asgi(app: Any, scope: dict, proto: Any) -> None:
+
+async def _run_asgi_py(app: Any, scope: dict, proto: Any) -> None:
     try:
         await app(scope, proto.receive, proto.send)
     except _CancelledError:
@@ -30,6 +39,9 @@ async def run_asgi(app: Any, scope: dict, proto: Any) -> None:
         fault = proto.complete()
         if fault is not None:
             error_logger.error(fault)
+
+
+run_asgi: Any = _run_asgi_py if sys.implementation.name == "pypy" else AppRun
 
 
 async def run_asgi_with_access_log(app: Any, scope: dict, proto: Any) -> None:

@@ -38,6 +38,33 @@ class HttpProtocol:
         """(client "host:port", method, path with query, http_version, status, body bytes,
         seconds since the request arrived)."""
 
+class AppRun:
+    """The task body of one request: ``asyncio.Task(AppRun(app, scope, proto))`` calls
+    ``app(scope, proto.receive, proto.send)``, steps the result like a coroutine, and reports
+    the return or the exception to ``proto`` (logging faults and tracebacks on
+    ``ferrocorn.error``).  Registered as a ``collections.abc.Coroutine``; ``await`` works."""
+
+    def __init__(self, app: Any, scope: dict[str, Any], proto: Any) -> None:
+        """``proto``: the request's ``HttpProtocol``/``WebSocketProtocol`` (or any object with
+        their ``receive``, ``send``, ``complete`` and ``fail``)."""
+    def __await__(self) -> AppRun: ...
+    def __next__(self) -> Any: ...
+    def send(self, value: Any) -> Any: ...
+    def throw(self, typ: Any, val: Any = ..., tb: Any = ...) -> Any: ...
+    def close(self) -> None: ...
+    @property
+    def cr_frame(self) -> Any: ...
+    @property
+    def cr_await(self) -> Any: ...
+    @property
+    def cr_code(self) -> Any: ...
+    @property
+    def cr_running(self) -> bool: ...
+
+def promote_request_task(task: asyncio.Task[Any]) -> None:
+    """Set up ``task`` as a real ``asyncio.Task`` if it is the not yet initialised task of
+    the request whose first step is running (``_request_task.RequestTask`` calls it)."""
+
 class TlsConfig:
     """A loaded TLS configuration (rustls).  The constructor reads and checks every file and
     raises ``ValueError`` with a one-line message for a missing file, a key that does not

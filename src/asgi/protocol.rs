@@ -613,7 +613,7 @@ impl HttpProtocol {
     }
 
     /// The app returned. A str names a protocol fault for the error log.
-    fn complete(&self) -> Option<&'static str> {
+    pub fn complete(&self) -> Option<&'static str> {
         let mut st = self.ex.state();
         let fault = match &st.response {
             ResponsePhase::Idle(_) => self
@@ -643,7 +643,7 @@ impl HttpProtocol {
     }
 
     /// The app raised. Returns whether the exception deserves an error log.
-    fn fail(&self, py: Python<'_>, exc: &Bound<'_, PyAny>) -> bool {
+    pub fn fail(&self, py: Python<'_>, exc: &Bound<'_, PyAny>) -> bool {
         let mut st = self.ex.state();
         self.fail_response(&mut st);
         self.release(&mut st);

@@ -511,7 +511,7 @@ impl WebSocketProtocol {
     }
 
     /// The app returned: refuse an unanswered handshake (500), close an open socket (1000).
-    fn complete(&self) -> Option<&'static str> {
+    pub fn complete(&self) -> Option<&'static str> {
         let mut st = self.ex.state();
         let fault = match std::mem::replace(&mut st.phase, WsPhase::Closed) {
             phase @ (WsPhase::Connecting(_) | WsPhase::Denying { .. }) => {
@@ -533,7 +533,7 @@ impl WebSocketProtocol {
         fault
     }
 
-    fn fail(&self, py: Python<'_>, exc: &Bound<'_, PyAny>) -> bool {
+    pub fn fail(&self, py: Python<'_>, exc: &Bound<'_, PyAny>) -> bool {
         let mut st = self.ex.state();
         self.server_error(&mut st);
         self.release(&mut st);
