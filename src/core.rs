@@ -540,6 +540,9 @@ impl Core {
         self.shared.wakeup.reset();
         self.shared.relay.begin_batch();
         while let Some(event) = self.shared.wakeup.pop() {
+            self.shared
+                .relay
+                .set_more_queued(!self.shared.wakeup.is_empty());
             let result = match event {
                 Event::Request(req) => self.dispatch(py, *req),
                 Event::Receive(ex) => HttpProtocol::on_receive_event(py, &ex),
@@ -557,6 +560,7 @@ impl Core {
                 self.log_error(py, "Error while dispatching a request", err);
             }
         }
+        self.shared.relay.end_batch();
     }
 
     /// Closes the listeners, and returns once the accept loops have stopped: a connection

@@ -9,7 +9,10 @@
 //!
 //! - as soon as every request of the latest drain (the batch) has completed its response:
 //!   a lone request's response goes out at once, even if the app then blocks the loop (say a
-//!   background task that never awaits);
+//!   background task that never awaits). While the drain runs (apps take their first step
+//!   inside it), that point is reached only once nothing more is queued behind the request
+//!   at hand, or at the drain's end: otherwise each app finishing in its first step would
+//!   wake tokio, once per request;
 //! - otherwise from a `loop.call_soon` callback, scheduled by the first queued wake, which runs
 //!   once the callbacks already queued (the rest of the batch) have run.
 //!
@@ -55,8 +58,13 @@ pub struct WakeRelay {
     scheduler: OnceLock<Scheduler>,
     /// The current batch (see the module comment); 0 is never a batch.
     batch: AtomicU64,
-    /// Requests of the current batch whose response is not complete yet.
+    /// Requests of the current batch whose response is not complete yet, plus one while
+    /// the drain runs.
     outstanding: AtomicUsize,
+    /// A drain is running (between `begin_batch` and `end_batch`).
+    draining: AtomicBool,
+    /// More events are queued behind the one the drain is handling.
+    more_queued: AtomicBool,
 }
 
 impl WakeRelay {
@@ -88,9 +96,13 @@ impl WakeRelay {
     }
 
     /// Loop thread, at the start of a drain: the requests it dispatches form the new batch.
+    /// The drain itself counts as outstanding until `end_batch`: a request whose app finishes
+    /// inside the drain (eager first steps) must not hand the wakes over while more of the
+    /// batch is still to be dispatched, or tokio is woken once per request.
     pub fn begin_batch(&self) {
-        self.outstanding.store(0, Ordering::Relaxed);
+        self.outstanding.store(1, Ordering::Relaxed);
         self.batch.fetch_add(1, Ordering::Relaxed);
+        self.draining.store(true, Ordering::Relaxed);
     }
 
     /// Loop thread: a request joins the current batch; returns the batch to `leave_batch` with.
@@ -99,15 +111,39 @@ impl WakeRelay {
         self.batch.load(Ordering::Relaxed)
     }
 
+    /// Loop thread, before each event of a drain: whether more events are queued behind it.
+    pub fn set_more_queued(&self, more: bool) {
+        self.more_queued.store(more, Ordering::Relaxed);
+    }
+
+    /// Loop thread, at the end of a drain: if every request of the batch has completed its
+    /// response by now, the queued wakes go to tokio at once.
+    pub fn end_batch(&self) {
+        self.draining.store(false, Ordering::Relaxed);
+        if self.outstanding.fetch_sub(1, Ordering::Relaxed) == 1 {
+            self.flush();
+        }
+    }
+
     /// Loop thread: the request's response is complete (or failed). The last of its batch
     /// hands the queued wakes over at once. `batch` is cleared so a request counts once.
     pub fn leave_batch(&self, batch: &AtomicU64) {
         let id = batch.swap(0, Ordering::Relaxed);
-        if id != 0
-            && id == self.batch.load(Ordering::Relaxed)
-            && self.outstanding.fetch_sub(1, Ordering::Relaxed) == 1
-        {
-            self.flush();
+        if id == 0 || id != self.batch.load(Ordering::Relaxed) {
+            return;
+        }
+        match self.outstanding.fetch_sub(1, Ordering::Relaxed) {
+            // After the drain: the batch's last response.
+            1 => self.flush(),
+            // During the drain, with every response so far complete and nothing queued
+            // behind the event at hand: now, not at the drain's end, in case the app keeps
+            // the loop busy after responding (a background job that never awaits).
+            2 if self.draining.load(Ordering::Relaxed)
+                && !self.more_queued.load(Ordering::Relaxed) =>
+            {
+                self.flush()
+            }
+            _ => {}
         }
     }
 
@@ -289,7 +325,8 @@ mod tests {
                 AtomicU64::new(relay.join_batch()),
                 AtomicU64::new(relay.join_batch()),
             );
-            // As if a call_soon flush were already pending (there is no loop here).
+            relay.end_batch(); // the drain ends with both responses still to come
+                               // As if a call_soon flush were already pending (there is no loop here).
             relay.flush_scheduled.store(true, Ordering::SeqCst);
             Waker::from(shared.clone()).wake_by_ref();
             relay.leave_batch(&first);
@@ -300,10 +337,48 @@ mod tests {
             // A request of an older batch does not count against the new one.
             relay.begin_batch();
             let current = AtomicU64::new(relay.join_batch());
+            relay.end_batch();
             relay.leave_batch(&AtomicU64::new(1));
             assert_eq!(relay.outstanding.load(Ordering::SeqCst), 1);
             relay.leave_batch(&current);
             assert_eq!(relay.outstanding.load(Ordering::SeqCst), 0);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn responses_completed_inside_the_drain_wait_for_the_rest_of_it() {
+        std::thread::spawn(|| {
+            mark_loop_thread();
+            let (relay, shared, _) = relayed();
+            let relay_task = Arc::new(Count(AtomicUsize::new(0)));
+            relay.task.register(&Waker::from(relay_task.clone()));
+            relay.flush_scheduled.store(true, Ordering::SeqCst);
+            relay.begin_batch();
+            // Each request's app finishes during the drain (an eager first step), with more
+            // requests queued behind it.
+            relay.set_more_queued(true);
+            for _ in 0..3 {
+                let request = AtomicU64::new(relay.join_batch());
+                Waker::from(shared.clone()).wake_by_ref();
+                relay.leave_batch(&request);
+                assert_eq!(relay_task.0.load(Ordering::SeqCst), 0);
+            }
+            relay.end_batch();
+            assert_eq!(relay_task.0.load(Ordering::SeqCst), 1);
+
+            // The last queued request: its response goes out when it completes, even if the
+            // app keeps the loop busy (the drain does not end) after that.
+            relay.task.register(&Waker::from(relay_task.clone()));
+            relay.flush_scheduled.store(true, Ordering::SeqCst);
+            relay.begin_batch();
+            relay.set_more_queued(false);
+            let request = AtomicU64::new(relay.join_batch());
+            Waker::from(shared.clone()).wake_by_ref();
+            relay.leave_batch(&request);
+            assert_eq!(relay_task.0.load(Ordering::SeqCst), 2);
+            relay.end_batch();
         })
         .join()
         .unwrap();

@@ -132,4 +132,9 @@ impl Wakeup {
     pub fn pop(&self) -> Option<Event> {
         self.queue.pop()
     }
+
+    /// Nothing queued (a push racing with this call may land either way).
+    pub fn is_empty(&self) -> bool {
+        self.queue.is_empty()
+    }
 }
