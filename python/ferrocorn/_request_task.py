@@ -18,7 +18,10 @@ from __future__ import annotations
 import asyncio
 from typing import Any, Callable
 
-from ._ferrocorn import promote_request_task as _promote
+try:
+    from ._ferrocorn import promote_request_task as _promote
+except ImportError:  # PyPy: its extension has no lazy tasks (they need the C contextvars API)
+    _promote = None  # type: ignore[assignment]
 
 
 class RequestTask(asyncio.Task):  # type: ignore[type-arg]
