@@ -49,6 +49,13 @@ enum TaskSpawner {
         tasks: Arc<LazyTasks>,
         fallback: Box<TaskSpawner>,
     },
+    /// PyPy: `start(wrapper, app, scope, proto)` from `_request_task.pypy_starter`, the
+    /// same idea in Python (one call into Python per request); `fallback` for the rest.
+    #[cfg(PyPy)]
+    PyPyStart {
+        start: Py<PyAny>,
+        fallback: Box<TaskSpawner>,
+    },
 }
 
 impl TaskSpawner {
@@ -58,6 +65,8 @@ impl TaskSpawner {
             TaskSpawner::Task { task_type, kwargs } => {
                 task_type.bind(py).call((coro,), Some(kwargs.bind(py)))?
             }
+            #[cfg(PyPy)]
+            TaskSpawner::PyPyStart { fallback, .. } => return fallback.spawn(py, coro),
             #[cfg(not(PyPy))]
             TaskSpawner::Lazy { tasks, fallback } => {
                 return match coro.cast_into::<AppRun>() {
@@ -240,6 +249,13 @@ impl Core {
         proto: &Bound<'_, PyAny>,
     ) -> PyResult<()> {
         let (app, body) = self.pick_app(headers);
+        #[cfg(PyPy)]
+        if let (TaskSpawner::PyPyStart { start, .. }, TaskBody::Wrapper(wrapper)) =
+            (&self.spawner, body)
+        {
+            let args = (wrapper.bind(py), app.bind(py), scope?, proto);
+            return start.bind(py).call1(args).map(drop);
+        }
         let body = body.make(py, app, scope?, proto)?;
         self.spawner.spawn(py, body)
     }
@@ -435,7 +451,17 @@ impl Core {
             plain
         };
         #[cfg(PyPy)]
-        let spawner = plain;
+        let spawner = if eager && !has_factory {
+            TaskSpawner::PyPyStart {
+                start: py
+                    .import("ferrocorn._request_task")?
+                    .call_method1("pypy_starter", (loop_ref,))?
+                    .unbind(),
+                fallback: Box::new(plain),
+            }
+        } else {
+            plain
+        };
         let shared = Arc::new(ServerShared::new(config.clone(), wakeup));
         let ctx = Arc::new(LoopCtx {
             create_future: loop_ref.getattr("create_future")?.unbind(),
