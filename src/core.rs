@@ -16,6 +16,7 @@ use crate::asgi::runner::AppRun;
 use crate::asgi::scope::ScopeFactory;
 use crate::asgi::websocket::WebSocketProtocol;
 use crate::config::{Http2Settings, HttpMode, ServerConfig};
+use crate::errors::{log_error, log_warning};
 use crate::http::headers::{response_header_name, response_header_value};
 use crate::runtime::IoRuntime;
 use crate::server::connection::alpn_protocols;
@@ -102,25 +103,16 @@ impl TaskBody {
         scope: Bound<'py, PyDict>,
         proto: &Bound<'py, PyAny>,
     ) -> PyResult<Bound<'py, PyAny>> {
-        match self {
-            TaskBody::Builtin => {
-                let body = AppRun::new(app.clone_ref(py), scope.into_any().unbind(), proto)?;
-                Ok(Bound::new(py, body)?.into_any())
-            }
+        let wrapper = match self {
+            TaskBody::Builtin => None,
             // On PyPy the Python coroutine is cheaper than stepping it from Rust.
             TaskBody::Wrapper(wrapper) if cfg!(PyPy) => {
-                wrapper.bind(py).call1((app.bind(py), scope, proto))
+                return wrapper.bind(py).call1((app.bind(py), scope, proto));
             }
-            TaskBody::Wrapper(wrapper) => {
-                let body = AppRun::wrapping(
-                    wrapper.clone_ref(py),
-                    app.clone_ref(py),
-                    scope.into_any().unbind(),
-                    proto,
-                )?;
-                Ok(Bound::new(py, body)?.into_any())
-            }
-        }
+            TaskBody::Wrapper(wrapper) => Some(wrapper.clone_ref(py)),
+        };
+        let body = AppRun::new(app.clone_ref(py), wrapper, scope.into_any().unbind(), proto);
+        Ok(Bound::new(py, body)?.into_any())
     }
 }
 
@@ -157,7 +149,6 @@ pub struct Core {
     runtime: Mutex<Option<IoRuntime>>,
     listeners: Mutex<Vec<PendingListener>>,
     started: Mutex<bool>,
-    logger: Py<PyAny>,
 }
 
 fn extra_headers(
@@ -287,15 +278,6 @@ impl Core {
         started
     }
 
-    fn log_error(&self, py: Python<'_>, message: &str, err: PyErr) {
-        let kwargs = PyDict::new(py);
-        let _ = kwargs.set_item("exc_info", err.into_value(py));
-        let _ = self
-            .logger
-            .bind(py)
-            .call_method("error", (message,), Some(&kwargs));
-    }
-
     fn take_runtime(&self) -> Option<IoRuntime> {
         lock(&self.runtime).take()
     }
@@ -420,18 +402,19 @@ impl Core {
         let version = py.version_info();
         let version = (version.major, version.minor);
         let eager = eager_tasks.unwrap_or(true);
+        let eager_start = eager && version >= (3, 12);
         let has_factory = !loop_ref.call_method0("get_task_factory")?.is_none();
         // `asyncio.Task(coro, loop=loop)` skips the loop's create_task wrapper (measurably
         // cheaper per request under uvloop); passing the loop spares the running-loop lookup,
         // which costs a getpid() syscall per task on CPython 3.11. Eager tasks (3.12+) are
         // always built this way; otherwise a custom task factory must be honoured.
-        let plain = if (eager && version >= (3, 12)) || !has_factory {
+        let plain = if eager_start || !has_factory {
             let kwargs = PyDict::new(py);
             kwargs.set_item("loop", loop_ref)?;
             // A name given spares the "Task-<n>" formatting asyncio does per task (1.27 -> 1.11
             // µs per asyncio.Task under uvloop, timeit); it also says what the task is.
             kwargs.set_item("name", TASK_NAME)?;
-            if eager && version >= (3, 12) {
+            if eager_start {
                 kwargs.set_item("eager_start", true)?;
             }
             TaskSpawner::Task {
@@ -474,10 +457,6 @@ impl Core {
                 done.unbind()
             },
         });
-        let logger = py
-            .import("logging")?
-            .call_method1("getLogger", ("ferrocorn.error",))?
-            .unbind();
         Ok(Core {
             app,
             event_loop,
@@ -492,7 +471,6 @@ impl Core {
             runtime: Mutex::new(Some(runtime)),
             listeners: Mutex::new(Vec::new()),
             started: Mutex::new(false),
-            logger,
         })
     }
 
@@ -576,14 +554,10 @@ impl Core {
                 Event::WebSocket(req) => self.dispatch_websocket(py, *req),
                 Event::WsReceive(ex) => WebSocketProtocol::on_receive_event(py, &ex),
                 Event::WsSendDone(ex) => WebSocketProtocol::on_send_done(py, &ex),
-                Event::Warning(message) => self
-                    .logger
-                    .bind(py)
-                    .call_method1("warning", (message.0.as_str(),))
-                    .map(drop),
+                Event::Warning(message) => log_warning(py, message.0.as_str()),
             };
             if let Err(err) = result {
-                self.log_error(py, "Error while dispatching a request", err);
+                log_error(py, "Error while dispatching a request", Some(err));
             }
         }
         self.shared.relay.end_batch();

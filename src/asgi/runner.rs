@@ -20,11 +20,12 @@ use pyo3::exceptions::asyncio::CancelledError;
 use pyo3::exceptions::{PyAttributeError, PyRuntimeError, PyStopIteration, PyTypeError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::sync::PyOnceLock;
-use pyo3::types::{PyBool, PyDict, PyString, PyTuple, PyType};
+use pyo3::types::{PyBool, PyString, PyTuple, PyType};
 
+use super::messages::type_name;
 use super::protocol::HttpProtocol;
 use super::websocket::WebSocketProtocol;
+use crate::errors::log_error;
 
 /// The request's protocol object, resolved once so the outcome is reported without a
 /// Python method call. `Other` is any object with the same methods (tests use fakes).
@@ -111,37 +112,19 @@ pub enum Handoff {
 }
 
 impl AppRun {
-    /// The task body for `proto`, an `HttpProtocol` or a `WebSocketProtocol`.
-    pub fn new(app: Py<PyAny>, scope: Py<PyAny>, proto: &Bound<'_, PyAny>) -> PyResult<Self> {
-        Ok(Self::with_proto(app, None, scope, Proto::from_any(proto)))
-    }
-
-    /// The task body that runs `wrapper(app, scope, proto)`.
-    pub fn wrapping(
-        wrapper: Py<PyAny>,
-        app: Py<PyAny>,
-        scope: Py<PyAny>,
-        proto: &Bound<'_, PyAny>,
-    ) -> PyResult<Self> {
-        Ok(Self::with_proto(
-            app,
-            Some(wrapper),
-            scope,
-            Proto::from_any(proto),
-        ))
-    }
-
-    fn with_proto(
+    /// The task body for `proto` (an `HttpProtocol`, a `WebSocketProtocol`, or an object
+    /// with their methods): it runs `app`, or `wrapper(app, scope, proto)` when given.
+    pub fn new(
         app: Py<PyAny>,
         wrapper: Option<Py<PyAny>>,
         scope: Py<PyAny>,
-        proto: Proto,
+        proto: &Bound<'_, PyAny>,
     ) -> Self {
         AppRun {
             app,
             wrapper,
             scope,
-            proto,
+            proto: Proto::from_any(proto),
             inner: OnceLock::new(),
             finished: AtomicBool::new(false),
             handoff: Mutex::new(None),
@@ -286,8 +269,8 @@ impl AppRun {
 #[pymethods]
 impl AppRun {
     #[new]
-    fn py_new(app: Py<PyAny>, scope: Py<PyAny>, proto: &Bound<'_, PyAny>) -> PyResult<Self> {
-        Self::new(app, scope, proto)
+    fn py_new(app: Py<PyAny>, scope: Py<PyAny>, proto: &Bound<'_, PyAny>) -> Self {
+        Self::new(app, None, scope, proto)
     }
 
     fn __await__(slf: Py<Self>) -> Py<Self> {
@@ -299,10 +282,7 @@ impl AppRun {
     }
 
     fn send(&self, py: Python<'_>, value: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        match self.resume(py, Some(value), None)? {
-            Some(yielded) => Ok(yielded),
-            None => Err(PyStopIteration::new_err(())),
-        }
+        yielded_or_stop(self.resume(py, Some(value), None)?)
     }
 
     #[pyo3(signature = (*args))]
@@ -313,10 +293,7 @@ impl AppRun {
                 args.len()
             )));
         }
-        match self.resume(py, None, Some(args))? {
-            Some(yielded) => Ok(yielded),
-            None => Err(PyStopIteration::new_err(())),
-        }
+        yielded_or_stop(self.resume(py, None, Some(args))?)
     }
 
     /// Closes the app's coroutine. An app still running is cancelled: its response is
@@ -364,6 +341,11 @@ impl AppRun {
     }
 }
 
+/// A method's answer to a step: the yielded value, or StopIteration once the body is done.
+fn yielded_or_stop(step: Option<Py<PyAny>>) -> PyResult<Py<PyAny>> {
+    step.ok_or_else(|| PyStopIteration::new_err(()))
+}
+
 /// What `await obj` steps: a coroutine (or generator-based coroutine) itself, else the
 /// iterator its `__await__` returns.
 fn awaitable_iterator(obj: Bound<'_, PyAny>) -> PyResult<Bound<'_, PyAny>> {
@@ -399,13 +381,6 @@ fn awaitable_iterator(obj: Bound<'_, PyAny>) -> PyResult<Bound<'_, PyAny>> {
             type_name(&obj)
         ))),
     }
-}
-
-fn type_name(obj: &Bound<'_, PyAny>) -> String {
-    obj.get_type()
-        .name()
-        .map(|n| n.to_string())
-        .unwrap_or_else(|_| "?".to_owned())
 }
 
 /// `send(value)` into the app's awaitable (`None` first and usually).
@@ -480,35 +455,5 @@ fn thrown_error(args: &Bound<'_, PyTuple>) -> PyResult<PyErr> {
             Ok(PyErr::from_value(exc.call1((value,))?))
         }
         _ => Ok(PyErr::from_value(exc)),
-    }
-}
-
-/// Logs on "ferrocorn.error", with a traceback when an exception is given.
-fn log_error(py: Python<'_>, message: &str, exc: Option<PyErr>) {
-    static LOGGER: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
-    let Ok(logger) = LOGGER.get_or_try_init(py, || {
-        py.import("logging")?
-            .call_method1("getLogger", ("ferrocorn.error",))
-            .map(Bound::unbind)
-    }) else {
-        return;
-    };
-    let logged = match exc {
-        Some(exc) => {
-            let kwargs = PyDict::new(py);
-            kwargs
-                .set_item("exc_info", exc.into_value(py))
-                .and_then(|()| {
-                    logger
-                        .bind(py)
-                        .call_method("error", (message,), Some(&kwargs))
-                })
-                .map(drop)
-        }
-        None => logger.bind(py).call_method1("error", (message,)).map(drop),
-    };
-    if let Err(err) = logged {
-        // Logging itself failed (a broken handler): say so on stderr rather than lose it.
-        err.print(py);
     }
 }
