@@ -7,6 +7,13 @@ import os as _os
 # leave far more of each connection's buffers resident: 5,000 idle keep-alive connections
 # measured 21.3 KiB each with the default, 13.6 KiB with this. A user's own setting wins.
 _os.environ.setdefault("MIMALLOC_ARENA_EAGER_COMMIT", "0")
+# Freed memory (a parked idle connection's buffers, a finished large response) goes back to
+# the OS only when mimalloc purges it: lazily, on later allocator work, once it has been free
+# for the purge delay. This build's default delay is 1 s, so a server that goes quiet keeps
+# it all: 5,000 parked idle connections measured 9.4 KiB each, 2.3 KiB with 10 ms (the delay
+# mimalloc documents). Plaintext keep-alive and connection-per-request load showed no
+# difference in throughput between the two.
+_os.environ.setdefault("MIMALLOC_PURGE_DELAY", "10")
 
 from ._ferrocorn import ClientDisconnected
 from ._ferrocorn import __version__ as __version__

@@ -4,6 +4,7 @@
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::task::Poll;
 use std::time::{Duration, Instant};
 
 use hyper::server::conn::{http1, http2};
@@ -17,6 +18,7 @@ use crate::relay::RelayExecutor;
 use crate::server::cork::IoSignals;
 use crate::server::detect::{sniff, Replay};
 use crate::server::idle::{first_bytes_timeout, IdleCheck, IdleRules};
+use crate::server::park::{park_due, wait_parked, PARK_AFTER};
 use crate::server::request::ConnInfo;
 use crate::server::service::{handle_h2_request, handle_request, ConnCtx};
 use crate::server::{ConnectionGuard, Lifecycle, ServerShared};
@@ -172,60 +174,88 @@ pub async fn serve_connection<S>(
         },
     };
     let ctx = Arc::new(ConnCtx::new(info, shared.clone(), signals));
-    // Boxed per request: hyper keeps room for the service future in every connection for its
-    // whole life, so an unboxed ~2 KiB future would sit in each idle keep-alive connection.
-    let conn_ctx = ctx.clone();
-    let io = TokioIo::new(io);
     if http2 {
         ctx.disable_corking();
         // HTTP/2's service can fail: a malformed request's stream is reset (see
         // handle_h2_request). HTTP/1's cannot.
+        let conn_ctx = ctx.clone();
         let service = service_fn(move |req| Box::pin(handle_h2_request(req, conn_ctx.clone())));
-        let connection = http2_builder(&shared).serve_connection(io, service);
+        let connection = http2_builder(&shared).serve_connection(TokioIo::new(io), service);
         let rules = IdleRules::http2(&shared.config);
+        let connection = Box::pin(connection);
         drive(
-            Box::pin(connection),
+            connection,
             |c| c.graceful_shutdown(),
             &ctx,
             rules,
-            lifecycle,
+            &mut lifecycle,
+            None,
         )
         .await;
-    } else {
+        return;
+    }
+    let rules = IdleRules::http1(&shared.config);
+    let tls = ctx.info.tls.is_some();
+    // See `server::park`: not over TLS.
+    let park_after = (!tls).then_some(PARK_AFTER);
+    let mut io = io;
+    loop {
+        // Boxed per request: hyper keeps room for the service future in every connection for
+        // its whole life, so an unboxed ~2 KiB future would sit in each idle keep-alive
+        // connection.
+        let conn_ctx = ctx.clone();
         let service = service_fn(move |req| Box::pin(handle_request(req, conn_ctx.clone())));
-        let connection = http1_builder(&shared, ctx.info.tls.is_some())
-            .serve_connection(io, service)
+        let connection = http1_builder(&shared, tls)
+            .serve_connection(TokioIo::new(io), service)
             .with_upgrades();
-        drive(
-            Box::pin(connection),
+        let connection = Box::pin(connection);
+        let driven = drive(
+            connection,
             |c| c.graceful_shutdown(),
             &ctx,
-            IdleRules::http1(&shared.config),
-            lifecycle,
-        )
-        .await;
+            rules,
+            &mut lifecycle,
+            park_after,
+        );
+        let Some(parked) = driven.await else {
+            return;
+        };
+        let Some(parts) = Pin::into_inner(parked).into_parts() else {
+            return; // upgraded: cannot be, the connection was idle
+        };
+        io = parts.io.into_inner();
+        // Empty when parked between requests; kept rather than assumed.
+        io.unread(parts.read_buf);
+        if !wait_parked(&mut io, &ctx, rules, &mut lifecycle).await {
+            return;
+        }
     }
 }
 
 /// Runs a hyper connection until it ends, shutting it down gracefully when the server drains
-/// or an idle limit (`IdleRules`) is up, and dropping it on close.
+/// or an idle limit (`IdleRules`) is up, and dropping it on close. With `park_after`, parks it
+/// once it has been idle that long (see `server::park`): returns the finished connection then,
+/// to take the stream back from; None when the connection is over.
 async fn drive<C, G>(
     mut connection: Pin<Box<C>>,
     graceful_shutdown: G,
     ctx: &ConnCtx,
     rules: IdleRules,
-    mut lifecycle: watch::Receiver<Lifecycle>,
-) where
+    lifecycle: &mut watch::Receiver<Lifecycle>,
+    park_after: Option<Duration>,
+) -> Option<Pin<Box<C>>>
+where
     C: Future,
     G: Fn(Pin<&mut C>),
 {
     let mut shut_down = false;
     // Set when the server starts draining before this connection started a request.
     let mut first_request_by: Option<Instant> = None;
+    let mut park_declined_at: Option<Instant> = None;
     loop {
         let state = *lifecycle.borrow_and_update();
         if state >= Lifecycle::Closing {
-            return;
+            return None;
         }
         if !shut_down && state >= Lifecycle::Draining {
             // Idle keep-alive connections close now; busy ones after their response
@@ -245,15 +275,47 @@ async fn drive<C, G>(
             (false, Some(by)) => Some(by.min(Instant::now() + FIRST_REQUEST_POLL)),
             (false, None) => {
                 let now = Instant::now();
-                match rules.check(ctx.idle_state(), ctx.has_started_a_request(), now) {
+                let idle = ctx.idle_state();
+                let started = ctx.has_started_a_request();
+                let look = match rules.check(idle, started, now) {
                     IdleCheck::Close => {
                         graceful_shutdown(connection.as_mut());
                         shut_down = true;
                         None
                     }
-                    IdleCheck::Cut => return,
+                    IdleCheck::Cut => return None,
                     IdleCheck::LookAgainAt(at) => Some(at),
                     IdleCheck::Nothing => None,
+                };
+                // Nothing wakes this loop when a request starts or ends, nor when a head
+                // that started turns out complete: while not due to park, look again a
+                // park delay later.
+                let park_at = match park_after {
+                    Some(after) if !shut_down => Some(match idle {
+                        Some(idle) if started => {
+                            park_due(&idle, after, park_declined_at).unwrap_or(now + after)
+                        }
+                        _ => now + after,
+                    }),
+                    _ => None,
+                };
+                match park_at {
+                    Some(at) if at <= now => {
+                        ctx.request_park();
+                        let polled = std::future::poll_fn(|cx| {
+                            Poll::Ready(connection.as_mut().poll(cx).is_ready())
+                        })
+                        .await;
+                        let parked = ctx.take_parked();
+                        if polled {
+                            return parked.then_some(connection);
+                        }
+                        // Declined (hyper still had bytes to write): later.
+                        park_declined_at = Some(now);
+                        continue;
+                    }
+                    Some(at) => Some(look.map_or(at, |look| look.min(at))),
+                    None => look,
                 }
             }
         };
@@ -264,10 +326,10 @@ async fn drive<C, G>(
             }
         };
         tokio::select! {
-            _ = connection.as_mut() => return,
+            _ = connection.as_mut() => return None,
             changed = lifecycle.changed() => {
                 if changed.is_err() {
-                    return;
+                    return None;
                 }
             }
             () = timer => {}

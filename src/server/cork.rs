@@ -6,10 +6,14 @@
 //! has not yet asked past (more pipelined requests may be queued in hyper's buffer), small
 //! writes are held back and go out together; they are written as soon as hyper finds nothing
 //! more to read, as soon as `MAX_CORKED` bytes are held, or on shutdown.
+//!
+//! It is also where an idle HTTP/1.1 connection is parked (see `server::park`): asked to, it
+//! ends hyper's connection with a read that reports the end of the stream, without reading
+//! the socket and without shutting it down, so the stream can outlive hyper's buffers.
 
 use std::io;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
@@ -34,12 +38,21 @@ const KEPT_CORK_CAPACITY: usize = 4096;
 /// From the reads: when bytes first arrived since the connection last went idle, that is
 /// when the client began its next request head (for `--header-read-timeout`, see
 /// `connection::drive`).
+///
+/// Parking: the connection asks (`request_park`); the wrapper parks at hyper's next read if
+/// hyper has written out everything (else it declines, and the request lapses).
 pub struct IoSignals {
     once: AtomicBool,
     always: AtomicBool,
     input: AtomicBool,
     input_at: Stamp,
+    park: AtomicU8,
 }
+
+/// `IoSignals::park` states.
+const PARK_NONE: u8 = 0;
+const PARK_ASKED: u8 = 1;
+const PARKED: u8 = 2;
 
 impl Default for IoSignals {
     fn default() -> Self {
@@ -48,6 +61,7 @@ impl Default for IoSignals {
             always: AtomicBool::new(false),
             input: AtomicBool::new(false),
             input_at: Stamp::now(),
+            park: AtomicU8::new(PARK_NONE),
         }
     }
 }
@@ -79,6 +93,21 @@ impl IoSignals {
         self.input.store(false, Ordering::Relaxed);
     }
 
+    /// Park at hyper's next read (see the module doc).
+    pub fn request_park(&self) {
+        self.park.store(PARK_ASKED, Ordering::Relaxed);
+    }
+
+    /// Whether the wrapper parked since `request_park`; clears the request or the parked state
+    /// either way, so that the stream reads and shuts down normally again.
+    pub fn take_parked(&self) -> bool {
+        self.park.swap(PARK_NONE, Ordering::Relaxed) == PARKED
+    }
+
+    fn parked(&self) -> bool {
+        self.park.load(Ordering::Relaxed) == PARKED
+    }
+
     /// When bytes first arrived since the connection last went idle (None if none have).
     pub fn input_since(&self) -> Option<Instant> {
         self.input
@@ -96,6 +125,9 @@ pub struct Corked<T> {
     held: Vec<u8>,
     /// Bytes of `held` already written.
     written: usize,
+    /// The last write to the stream could not complete: hyper still holds bytes to write, so
+    /// the connection must not be parked (hyper's end of stream would drop them).
+    write_blocked: bool,
 }
 
 impl<T> Corked<T> {
@@ -106,6 +138,7 @@ impl<T> Corked<T> {
             input_pending: false,
             held: Vec::new(),
             written: 0,
+            write_blocked: false,
         }
     }
 }
@@ -114,9 +147,8 @@ impl<T: AsyncWrite + Unpin> Corked<T> {
     /// Write out what is held. Ready(Ok) once empty.
     fn poll_drain(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         while self.written < self.held.len() {
-            let n = std::task::ready!(
-                Pin::new(&mut self.inner).poll_write(cx, &self.held[self.written..])
-            )?;
+            let result = Pin::new(&mut self.inner).poll_write(cx, &self.held[self.written..]);
+            let n = std::task::ready!(self.note_blocked(result))?;
             if n == 0 {
                 return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
             }
@@ -129,6 +161,28 @@ impl<T: AsyncWrite + Unpin> Corked<T> {
         }
         self.written = 0;
         Poll::Ready(Ok(()))
+    }
+
+    fn note_blocked<R>(&mut self, result: Poll<R>) -> Poll<R> {
+        self.write_blocked = result.is_pending();
+        result
+    }
+
+    /// Answers a park request at a read: parks (an end of stream for hyper) when nothing is
+    /// left to write, else declines.
+    fn park_now(&self) -> bool {
+        match self.signals.park.load(Ordering::Relaxed) {
+            PARK_NONE => false,
+            PARKED => true,
+            _ if self.held.is_empty() && !self.write_blocked => {
+                self.signals.park.store(PARKED, Ordering::Relaxed);
+                true
+            }
+            _ => {
+                self.signals.park.store(PARK_NONE, Ordering::Relaxed);
+                false
+            }
+        }
     }
 
     fn can_hold(&self, len: usize) -> bool {
@@ -152,6 +206,10 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncRead for Corked<T> {
                 return Poll::Ready(Err(e));
             }
         }
+        if this.park_now() {
+            // hyper sees the client close between requests and lets go of the stream.
+            return Poll::Ready(Ok(()));
+        }
         let before = buf.filled().len();
         let result = Pin::new(&mut this.inner).poll_read(cx, buf);
         if matches!(result, Poll::Ready(Ok(()))) && buf.filled().len() > before {
@@ -174,7 +232,8 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Corked<T> {
             return Poll::Ready(Ok(buf.len()));
         }
         std::task::ready!(this.poll_drain(cx))?;
-        Pin::new(&mut this.inner).poll_write(cx, buf)
+        let result = Pin::new(&mut this.inner).poll_write(cx, buf);
+        this.note_blocked(result)
     }
 
     fn poll_write_vectored(
@@ -191,7 +250,8 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Corked<T> {
             return Poll::Ready(Ok(len));
         }
         std::task::ready!(this.poll_drain(cx))?;
-        Pin::new(&mut this.inner).poll_write_vectored(cx, bufs)
+        let result = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        this.note_blocked(result)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -211,6 +271,72 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Corked<T> {
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = &mut *self;
         std::task::ready!(this.poll_drain(cx))?;
+        if this.signals.parked() {
+            // hyper's close after the parking end of stream: the stream stays open.
+            return Poll::Ready(Ok(()));
+        }
         Pin::new(&mut this.inner).poll_shutdown(cx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+    fn corked<T>(inner: T) -> (Corked<T>, Arc<IoSignals>) {
+        let signals = Arc::new(IoSignals::default());
+        (Corked::new(inner, signals.clone()), signals)
+    }
+
+    #[tokio::test]
+    async fn parking_ends_the_stream_for_hyper_but_keeps_the_socket_and_its_bytes() {
+        let (mut client, server) = tokio::io::duplex(1024);
+        let (mut io, signals) = corked(server);
+        client.write_all(b"next request").await.unwrap();
+        signals.request_park();
+        let mut buf = [0u8; 64];
+        assert_eq!(
+            io.read(&mut buf).await.unwrap(),
+            0,
+            "hyper sees an end of stream"
+        );
+        io.shutdown().await.unwrap(); // hyper's close: not passed on
+        assert!(signals.take_parked());
+
+        // The client's bytes are still there to read, and the stream still writes.
+        let n = io.read(&mut buf).await.unwrap();
+        assert_eq!(&buf[..n], b"next request");
+        io.write_all(b"answer").await.unwrap();
+        signals.request(); // else held for a pipelined request that may follow
+        io.flush().await.unwrap();
+        let n = client.read(&mut buf).await.unwrap();
+        assert_eq!(&buf[..n], b"answer");
+        // Not parked any more: a shutdown goes through.
+        io.shutdown().await.unwrap();
+        assert_eq!(client.read(&mut buf).await.unwrap(), 0);
+    }
+
+    #[tokio::test]
+    async fn parking_is_declined_while_hyper_still_has_bytes_to_write() {
+        let (mut client, server) = tokio::io::duplex(8);
+        let (mut io, signals) = corked(server);
+        let response = [b'r'; 64];
+        let blocked = std::future::poll_fn(|cx| {
+            let first = Pin::new(&mut io).poll_write(cx, &response);
+            assert!(matches!(first, Poll::Ready(Ok(8))));
+            Poll::Ready(
+                Pin::new(&mut io)
+                    .poll_write(cx, &response[8..])
+                    .is_pending(),
+            )
+        })
+        .await;
+        assert!(blocked, "the client reads nothing, so the write must block");
+        client.write_all(b"x").await.unwrap();
+        signals.request_park();
+        let mut buf = [0u8; 8];
+        assert_eq!(io.read(&mut buf).await.unwrap(), 1, "read as usual");
+        assert!(!signals.take_parked());
     }
 }

@@ -30,6 +30,36 @@ impl<S> Replay<S> {
             inner,
         }
     }
+
+    /// Puts bytes read from the stream back in front of what is left to replay.
+    pub fn unread(&mut self, bytes: Bytes) {
+        if bytes.is_empty() {
+            return;
+        }
+        self.prefix = if self.prefix.is_empty() {
+            bytes
+        } else {
+            let mut joined = BytesMut::with_capacity(bytes.len() + self.prefix.len());
+            joined.extend_from_slice(&bytes);
+            joined.extend_from_slice(&self.prefix);
+            joined.freeze()
+        };
+    }
+
+    pub fn has_replay(&self) -> bool {
+        !self.prefix.is_empty()
+    }
+}
+
+impl<S: AsyncRead + Unpin> Replay<S> {
+    /// Waits for the stream's next bytes, holding no buffer meanwhile, and keeps them to
+    /// replay; false at the end of the stream. Cancel-safe: a read completes within one poll.
+    pub async fn refill(&mut self) -> io::Result<bool> {
+        let mut buf = BytesMut::new();
+        let n = read_some(&mut self.inner, &mut buf).await?;
+        self.unread(buf.freeze());
+        Ok(n > 0)
+    }
 }
 
 /// Reads until the bytes either diverge from the HTTP/2 preface or complete it. Returns the
@@ -158,6 +188,22 @@ mod tests {
         let rt = detect(&[b"PRI * HTTP/1.1\r\n\r\n"]).await.unwrap();
         assert!(!rt.1);
         assert!(detect(&[]).await.is_none());
+    }
+
+    #[tokio::test]
+    async fn refill_keeps_the_next_bytes_in_front_of_the_stream() {
+        let (mut client, server) = tokio::io::duplex(1 << 16);
+        let mut replay = Replay::new(server);
+        client.write_all(b"GET / HTTP/1.1\r\n").await.unwrap();
+        assert!(replay.refill().await.unwrap());
+        assert!(replay.has_replay());
+        replay.unread(Bytes::from_static(b">"));
+        client.write_all(b"\r\n").await.unwrap();
+        drop(client);
+        let mut all = Vec::new();
+        replay.read_to_end(&mut all).await.unwrap();
+        assert_eq!(all, b">GET / HTTP/1.1\r\n\r\n");
+        assert!(!replay.refill().await.unwrap(), "end of stream");
     }
 
     #[tokio::test]

@@ -7,6 +7,7 @@ pub mod detect;
 pub mod handshake;
 pub mod idle;
 pub mod listener;
+pub mod park;
 pub mod request;
 pub mod service;
 pub mod stamp;

@@ -62,6 +62,16 @@ impl ConnCtx {
         self.started.load(Ordering::Relaxed)
     }
 
+    /// Ask the I/O wrapper to park the connection at hyper's next read (see `server::park`).
+    pub fn request_park(&self) {
+        self.signals.request_park();
+    }
+
+    /// Whether the connection parked since `request_park` (clears the request either way).
+    pub fn take_parked(&self) -> bool {
+        self.signals.take_parked()
+    }
+
     /// Where the connection stands between requests; None while a request is in flight.
     pub fn idle_state(&self) -> Option<IdleState> {
         if self.in_flight.load(Ordering::SeqCst) > 0 {
@@ -75,6 +85,7 @@ impl ConnCtx {
 }
 
 /// A connection with no request in flight.
+#[derive(Clone, Copy, Debug)]
 pub struct IdleState {
     /// Since when: the last response, or the connection's start.
     pub since: Instant,
