@@ -9,6 +9,7 @@
 //! TLS connections are not parked: rustls treats an end of stream without close_notify as an
 //! error, and its own buffers dominate there anyway.
 
+use std::cell::Cell;
 use std::time::{Duration, Instant};
 
 use tokio::io::AsyncRead;
@@ -23,6 +24,33 @@ use crate::server::Lifecycle;
 /// comes far more often and never parks; a connection that wakes from parking pays for one
 /// hyper connection set-up (a few microseconds), nothing against a second of silence.
 pub const PARK_AFTER: Duration = Duration::from_secs(1);
+
+/// How soon after a connection parked the memory it freed is handed back to the OS.
+/// mimalloc keeps freed pages resident until it purges them, which it does lazily, on later
+/// allocator work of the same thread: a server whose connections have all gone quiet would keep
+/// them. So each parked connection sees to it that a collect runs on its thread after it parked
+/// (`release_freed_memory`); connections parked before one ran share it, so a thread collects at
+/// most once per `RELEASE_AFTER` however many connections park. A forced collect measured up to
+/// 2.2 ms with 10,000 connections open: at most 0.4% of the I/O thread.
+const RELEASE_AFTER: Duration = Duration::from_millis(500);
+
+thread_local! {
+    /// When this thread last handed freed pages back.
+    static RELEASED_AT: Cell<Option<Instant>> = const { Cell::new(None) };
+}
+
+/// Returns the pages freed up to `since` on this thread to the OS, unless that happened already.
+fn release_freed_memory(since: Instant) {
+    RELEASED_AT.with(|released| {
+        if released.get().is_some_and(|at| at >= since) {
+            return;
+        }
+        // SAFETY: mi_collect takes no pointers; forcing it purges free pages now instead of at
+        // the next allocation after the purge delay.
+        unsafe { libmimalloc_sys::mi_collect(true) };
+        released.set(Some(Instant::now()));
+    });
+}
 
 /// When an idle connection is due to park: `after` past the later of going idle and the last
 /// declined attempt (hyper still had bytes to write). None once the client has started its
@@ -51,14 +79,25 @@ pub async fn wait_parked<S: AsyncRead + Unpin>(
     if io.has_replay() {
         return true;
     }
+    let parked_at = Instant::now();
+    let mut release_at = Some(parked_at + RELEASE_AFTER);
     loop {
         if *lifecycle.borrow_and_update() >= Lifecycle::Draining {
             return false;
         }
-        let next = match rules.check(ctx.idle_state(), true, Instant::now()) {
+        let now = Instant::now();
+        if release_at.is_some_and(|at| at <= now) {
+            release_freed_memory(parked_at);
+            release_at = None;
+        }
+        let next = match rules.check(ctx.idle_state(), true, now) {
             IdleCheck::Close | IdleCheck::Cut => return false,
             IdleCheck::LookAgainAt(at) => Some(at),
             IdleCheck::Nothing => None,
+        };
+        let next = match (next, release_at) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         };
         let timer = async {
             match next {
