@@ -80,6 +80,31 @@ def test_a_head_sent_in_pieces_across_the_park_delay_is_not_lost(server):
         assert resp.status == 200 and resp.body == b"hello world"
 
 
+def test_a_body_still_arriving_after_its_response_is_not_parked(server):
+    """The app answers before the body has arrived. Its receive() then says the client is
+    gone (the response is complete), and the server reads the rest of the body off the
+    connection to keep it usable. A pause in that body is not idle time: parking there would
+    make hyper take it for the client leaving mid-body, and the rest of the body would be read
+    as the next request."""
+    # Chunked: a body with a small Content-Length is read whole before the app is called.
+    first, rest = b"a" * 1000, b"b" * 1000
+    head = (
+        b"POST /respond_then_read?id=slowbody HTTP/1.1\r\nHost: x\r\n"
+        b"Transfer-Encoding: chunked\r\n\r\n"
+    )
+    with RawConnection(server.port) as conn:
+        conn.send(head + b"%x\r\n%s\r\n" % (len(first), first))
+        resp = conn.read_response(method="POST")
+        assert resp.status == 200 and resp.body == b"answered"
+        time.sleep(PARKED)
+        conn.send(b"%x\r\n%s\r\n0\r\n\r\n" % (len(rest), rest))
+        conn.send(request_bytes("GET", "/report?id=slowbody"))
+        resp = conn.read_response()
+        assert resp.status == 200
+        assert json.loads(resp.body) == {"size": None, "messages": 2}
+        get_hello(conn)
+
+
 def test_a_parked_connection_closes_at_the_keep_alive_timeout(server):
     with RawConnection(server.port) as conn:
         get_hello(conn)

@@ -6,6 +6,7 @@
 
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
@@ -60,15 +61,27 @@ pub enum Piece {
     Abandoned,
 }
 
+/// Told once when a request body has been read to its end or given up (see `BodyReader::watch`).
+pub trait BodyWatch: Send + Sync {
+    fn body_ended(&self);
+}
+
 pub struct BodyReader {
     body: Incoming,
     limit: Option<u64>,
     received: u64,
     timeout: Option<Duration>,
     timer: Option<Pin<Box<Sleep>>>,
+    watch: Option<Arc<dyn BodyWatch>>,
 }
 
 type Polled = Option<Result<Frame<Bytes>, hyper::Error>>;
+
+impl Drop for BodyReader {
+    fn drop(&mut self) {
+        self.ended();
+    }
+}
 
 impl BodyReader {
     pub fn new(body: Incoming, limit: Option<u64>, timeout: Option<Duration>) -> Self {
@@ -78,6 +91,23 @@ impl BodyReader {
             received: 0,
             timeout,
             timer: None,
+            watch: None,
+        }
+    }
+
+    /// Whether hyper has nothing more to read for this body.
+    pub fn is_complete(&self) -> bool {
+        self.body.is_end_stream()
+    }
+
+    /// `watch` is told when the body ends: read to its end, failed, or dropped unread.
+    pub fn watch(&mut self, watch: Arc<dyn BodyWatch>) {
+        self.watch = Some(watch);
+    }
+
+    fn ended(&mut self) {
+        if let Some(watch) = self.watch.take() {
+            watch.body_ended();
         }
     }
 
@@ -86,16 +116,23 @@ impl BodyReader {
         loop {
             let frame = match self.frame(&consumer).await {
                 Ok(frame) => frame,
-                Err(stop) => return stop,
+                Err(stop) => {
+                    self.ended();
+                    return stop;
+                }
             };
             let data = match frame {
                 None => {
+                    self.ended();
                     return Piece::Data {
                         data: Bytes::new(),
                         last: true,
-                    }
+                    };
                 }
-                Some(Err(_)) => return Piece::Failed(BodyError::Malformed),
+                Some(Err(_)) => {
+                    self.ended();
+                    return Piece::Failed(BodyError::Malformed);
+                }
                 Some(Ok(frame)) => match frame.into_data() {
                     Ok(data) => data,
                     Err(_) => continue,
@@ -107,7 +144,11 @@ impl BodyReader {
             }
             self.received += data.len() as u64;
             if self.limit.is_some_and(|limit| self.received > limit) {
+                self.ended();
                 return Piece::Failed(BodyError::TooLarge);
+            }
+            if last {
+                self.ended();
             }
             return Piece::Data { data, last };
         }

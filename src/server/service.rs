@@ -21,7 +21,7 @@ use crate::http::body::{pump_request_body, BodyAborted, ResponseBody, REQUEST_BO
 use crate::http::exchange::{CloseGuard, Exchange};
 use crate::http::h1_request::check_head;
 use crate::http::headers::{add_host_from_authority, expects_continue, h2_request_is_malformed};
-use crate::http::limits::{BodyError, BodyReader};
+use crate::http::limits::{BodyError, BodyReader, BodyWatch};
 use crate::server::cork::IoSignals;
 use crate::server::request::{ConnInfo, PendingRequest};
 use crate::server::stamp::Stamp;
@@ -98,7 +98,7 @@ struct InFlight(Arc<ConnCtx>);
 
 impl InFlight {
     fn new(conn: Arc<ConnCtx>) -> Self {
-        conn.in_flight.fetch_add(1, Ordering::SeqCst);
+        conn.enter();
         conn.started.store(true, Ordering::Relaxed);
         InFlight(conn)
     }
@@ -106,10 +106,31 @@ impl InFlight {
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.idle_since.set_now();
-        self.0.signals.went_idle();
-        self.0.in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.0.leave();
         self.0.shared.request_finished();
+    }
+}
+
+impl ConnCtx {
+    /// One more thing in flight: a response, or a request body still arriving.
+    fn enter(&self) {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// One thing in flight is over.
+    fn leave(&self) {
+        self.idle_since.set_now();
+        self.signals.went_idle();
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A request body keeps its connection busy until it ends, like a response does. An app may
+/// answer first and read the body after: a pause in that body is not idle time (for the
+/// keep-alive timer, and for parking, which hyper would take for the client leaving mid-body).
+impl BodyWatch for ConnCtx {
+    fn body_ended(&self) {
+        self.leave();
     }
 }
 
@@ -297,6 +318,10 @@ async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>) -> Responded {
         }
     }
     let mut reader = BodyReader::new(body, config.limit_request_body, config.request_body_timeout);
+    if !reader.is_complete() {
+        conn.enter();
+        reader.watch(conn.clone());
+    }
     let mut stream = None;
     let body_start = expect_continue.then(|| Arc::new(Notify::new()));
     let request_body = match size {

@@ -212,6 +212,14 @@ async def route_after_response(scope, receive, send, query):
         REPORTS[rid] = {"next": "raised", "exc": type(exc).__name__, "msg": str(exc)}
 
 
+async def route_respond_then_read(scope, receive, send, query):
+    """Answers at once, then reads the whole body and records its size (or the disconnect)."""
+    rid = qparam(query, "id")
+    await send_response(send, 200, b"answered")
+    body, messages = await read_body(receive)
+    REPORTS[rid] = {"size": None if body is None else len(body), "messages": len(messages)}
+
+
 async def route_wait_disconnect(scope, receive, send, query):
     """Reads until http.disconnect and records the message sequence; never answers."""
     rid = qparam(query, "id")
@@ -415,6 +423,7 @@ ROUTES = {
     "/upload": route_upload,
     "/messages": route_messages,
     "/after_response": route_after_response,
+    "/respond_then_read": route_respond_then_read,
     "/wait_disconnect": route_wait_disconnect,
     "/send_after_disconnect": route_send_after_disconnect,
     "/report": route_report,
