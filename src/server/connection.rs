@@ -17,7 +17,9 @@ use crate::config::HttpMode;
 use crate::relay::RelayExecutor;
 use crate::server::cork::IoSignals;
 use crate::server::detect::{sniff, Replay};
-use crate::server::idle::{first_bytes_timeout, IdleCheck, IdleRules};
+use crate::server::idle::{
+    earliest, first_bytes_timeout, sleep_until_or_never, IdleCheck, IdleRules,
+};
 use crate::server::park::{park_due, wait_parked, PARK_AFTER};
 use crate::server::request::ConnInfo;
 use crate::server::service::{handle_h2_request, handle_request, ConnCtx};
@@ -314,17 +316,11 @@ where
                         park_declined_at = Some(now);
                         continue;
                     }
-                    Some(at) => Some(look.map_or(at, |look| look.min(at))),
-                    None => look,
+                    at => earliest(look, at),
                 }
             }
         };
-        let timer = async {
-            match next {
-                Some(at) => tokio::time::sleep_until(at.into()).await,
-                None => std::future::pending().await,
-            }
-        };
+        let timer = sleep_until_or_never(next);
         tokio::select! {
             _ = connection.as_mut() => return None,
             changed = lifecycle.changed() => {

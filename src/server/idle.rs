@@ -10,9 +10,23 @@ use crate::server::service::IdleState;
 /// How long a new connection may stay silent before its first bytes: the keep-alive idle
 /// timeout, as for any idle connection, else the header read timeout.
 pub fn first_bytes_timeout(config: &ServerConfig) -> Option<Duration> {
-    match (config.keep_alive_timeout, config.header_read_timeout) {
+    earliest(config.keep_alive_timeout, config.header_read_timeout)
+}
+
+/// The sooner of two optional limits (None: no limit).
+pub fn earliest<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
+    match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
+    }
+}
+
+/// Sleeps until `at`, or forever when there is nothing to wait for: the timer branch of a
+/// connection's `select!`.
+pub async fn sleep_until_or_never(at: Option<Instant>) {
+    match at {
+        Some(at) => tokio::time::sleep_until(at.into()).await,
+        None => std::future::pending().await,
     }
 }
 
@@ -91,10 +105,7 @@ impl IdleRules {
             None => self.head.map(|d| now + d),
             Some(_) => None,
         };
-        match (deadline, look) {
-            (Some(a), Some(b)) => IdleCheck::LookAgainAt(a.min(b)),
-            (a, b) => a.or(b).map_or(IdleCheck::Nothing, IdleCheck::LookAgainAt),
-        }
+        earliest(deadline, look).map_or(IdleCheck::Nothing, IdleCheck::LookAgainAt)
     }
 }
 

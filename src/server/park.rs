@@ -16,7 +16,7 @@ use tokio::io::AsyncRead;
 use tokio::sync::watch;
 
 use crate::server::detect::Replay;
-use crate::server::idle::{IdleCheck, IdleRules};
+use crate::server::idle::{earliest, sleep_until_or_never, IdleCheck, IdleRules};
 use crate::server::service::{ConnCtx, IdleState};
 use crate::server::Lifecycle;
 
@@ -96,16 +96,7 @@ pub async fn wait_parked<S: AsyncRead + Unpin>(
             IdleCheck::LookAgainAt(at) => Some(at),
             IdleCheck::Nothing => None,
         };
-        let next = match (next, release_at) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        let timer = async {
-            match next {
-                Some(at) => tokio::time::sleep_until(at.into()).await,
-                None => std::future::pending().await,
-            }
-        };
+        let timer = sleep_until_or_never(earliest(next, release_at));
         tokio::select! {
             read = io.refill() => return matches!(read, Ok(true)),
             changed = lifecycle.changed() => {
