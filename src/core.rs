@@ -223,12 +223,41 @@ impl Core {
                 self.shared.relay.join_batch(),
             ),
         )?;
+        #[cfg(PyPy)]
+        if let Some(packed) = self.scope.pack(py, &req) {
+            if let Some(started) = self.start_packed(py, packed, &req.head.headers, &proto) {
+                if started.is_err() {
+                    proto.get().fail_internal();
+                }
+                return started;
+            }
+        }
         let scope = self.scope.build(py, &req);
         let started = self.start_app(py, scope, &req.head.headers, proto.as_any());
         if started.is_err() {
             proto.get().fail_internal();
         }
         started
+    }
+
+    /// PyPy: hand `start` the packed scope, which it unpacks in Python (scope.rs `pack`).
+    /// None when the request does not go through `start`.
+    #[cfg(PyPy)]
+    fn start_packed(
+        &self,
+        py: Python<'_>,
+        packed: Bound<'_, pyo3::types::PyBytes>,
+        headers: &http::HeaderMap,
+        proto: &Bound<'_, HttpProtocol>,
+    ) -> Option<PyResult<()>> {
+        let (app, body) = self.pick_app(headers);
+        let (TaskSpawner::PyPyStart { start, .. }, TaskBody::Wrapper(wrapper)) =
+            (&self.spawner, body)
+        else {
+            return None;
+        };
+        let args = (wrapper.bind(py), app.bind(py), packed, proto);
+        Some(start.bind(py).call1(args).map(drop))
     }
 
     /// Create the app coroutine inside its task wrapper and start it as a task.
@@ -438,7 +467,10 @@ impl Core {
             TaskSpawner::PyPyStart {
                 start: py
                     .import("ferrocorn._request_task")?
-                    .call_method1("pypy_starter", (loop_ref,))?
+                    .call_method1(
+                        "pypy_starter",
+                        (loop_ref, root_path, state.as_ref().map(|s| s.bind(py))),
+                    )?
                     .unbind(),
                 fallback: Box::new(plain),
             }

@@ -153,6 +153,9 @@ def test_uds(server_factory):
     assert resp.status_code == 200
     scope = resp.json()
     assert scope["path"] == "/scope"
+    # A Unix socket has a path and no port, and the peer no address (as in uvicorn).
+    assert scope["server"] == [path, None]
+    assert scope["client"] is None
     # raw request too
     with RawConnection(uds=path) as conn:
         conn.send(request_bytes("GET", "/index?i=uds"))

@@ -119,6 +119,28 @@ def test_invalid_crlf_in_header_value(client):
     assert "x-bad" not in resp.headers
 
 
+def test_invalid_nul_in_header_value_names_that_header(client):
+    resp, result = invalid(client, "nul_header_value")
+    assert result["raised"] == "ValueError", result
+    assert '"x-a"' in result["message"], result
+    # Nothing of the refused start leaked into the response that followed it.
+    assert "x-a" not in resp.headers and "x-b" not in resp.headers
+
+
+@pytest.mark.parametrize(
+    "kind, raised, key",
+    [
+        ("status_600", "ValueError", "status"),
+        ("bool_status", "TypeError", "status"),
+        ("int_trailers", "TypeError", "trailers"),
+    ],
+)
+def test_invalid_start_fields_name_the_key(client, kind, raised, key):
+    _, result = invalid(client, kind)
+    assert result["raised"] == raised, result
+    assert "'%s'" % key in result["message"], result
+
+
 def test_still_serving_after_invalid_messages(server):
     assert_healthy(server.port)
 

@@ -70,6 +70,13 @@ def test_path_percent_decoded_and_raw_path(server):
     assert scope["query_string_type"] == "bytes"
 
 
+def test_path_with_invalid_utf8_escapes_gets_replacement_characters(server):
+    # %FF is no UTF-8 byte and %C3 starts a sequence that never ends: each becomes U+FFFD.
+    scope, _ = raw_scope(server.port, "/scope/a%FFb%C3")
+    assert scope["path"] == "/scope/a\ufffdb\ufffd"
+    assert scope["raw_path"] == "/scope/a%FFb%C3"
+
+
 def test_encoded_route_name_decoded(server):
     # "/%73cope" decodes to "/scope": the app must see the decoded path.
     scope, _ = raw_scope(server.port, "/%73cope")

@@ -15,7 +15,7 @@ import logging
 import sys
 from typing import Any
 
-from ._ferrocorn import AppRun
+from ._ferrocorn import AppRun, HttpProtocol
 from .accesslog import client_text
 
 error_logger = logging.getLogger("ferrocorn.error")
@@ -27,9 +27,17 @@ _CancelledError = asyncio.CancelledError
 collections.abc.Coroutine.register(AppRun)
 
 
+if sys.implementation.name == "pypy":
+    from ._pypy_http import http_receive, http_send
+
+
 async def _run_asgi_py(app: Any, scope: dict, proto: Any) -> None:
+    if type(proto) is HttpProtocol:
+        receive, send = http_receive(proto), http_send(proto)
+    else:
+        receive, send = proto.receive, proto.send
     try:
-        await app(scope, proto.receive, proto.send)
+        await app(scope, receive, send)
     except _CancelledError:
         proto.fail(None)
     except BaseException as exc:

@@ -22,6 +22,8 @@ import contextvars
 from asyncio import tasks as _tasks
 from typing import Any, Callable
 
+from ._pypy_scope import scope_unpacker
+
 TASK_NAME = "ferrocorn.app"
 
 try:
@@ -173,8 +175,12 @@ class _Handoff:
 collections.abc.Coroutine.register(_Handoff)
 
 
-def pypy_starter(loop: Any) -> Callable[[Any, Any, dict, Any], None]:
-    """``start(wrapper, app, scope, proto)``: one request's task, its first step run now."""
+def pypy_starter(
+    loop: Any, root_path: str = "", state: dict | None = None
+) -> Callable[[Any, Any, Any, Any], None]:
+    """``start(wrapper, app, scope, proto)``: one request's task, its first step run now.
+    ``scope`` is the dict, or an ``http`` scope packed into bytes (``_pypy_scope.py``)."""
+    unpack = scope_unpacker(root_path, state)
     enter_task = _tasks._enter_task
     leave_task = _tasks._leave_task
     copy_context = contextvars.copy_context
@@ -189,7 +195,9 @@ def pypy_starter(loop: Any) -> Callable[[Any, Any, dict, Any], None]:
         finally:
             leave_task(loop, task)
 
-    def start(wrapper: Any, app: Any, scope: dict, proto: Any) -> None:
+    def start(wrapper: Any, app: Any, scope: Any, proto: Any) -> None:
+        if type(scope) is bytes:
+            scope = unpack(scope)
         task = new_task(PyPyRequestTask)
         first = _FirstStep(wrapper(app, scope, proto), copy_context(), loop)
         task._ferrocorn_first_step = first

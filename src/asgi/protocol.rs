@@ -20,7 +20,7 @@ use tokio::sync::mpsc::{self, error::TryRecvError, error::TrySendError};
 
 use crate::asgi::messages::{
     as_dict, message_type, parse_response_body, parse_response_start, parse_response_trailers,
-    parse_trailers_flag,
+    parse_trailers_flag, unpack_headers,
 };
 use crate::asgi::state::{LoopState, RequestBody, ResponsePhase, ResponseSender};
 use crate::asgi::waiters::{self, client_disconnected, Channel, Waiters};
@@ -151,26 +151,29 @@ fn declared_length(headers: &HeaderMap) -> PyResult<Option<u64>> {
     Ok(declared)
 }
 
-impl Channel for LoopState {
-    /// The next message for `receive()`, or None when it has to wait for tokio.
-    fn next_message<'py>(
-        &mut self,
-        py: Python<'py>,
-        ex: &Exchange,
-    ) -> PyResult<Option<Bound<'py, PyDict>>> {
+/// What `receive()` has for the app right now.
+enum Incoming {
+    Request(Bytes, bool),
+    Disconnect,
+    Wait,
+}
+
+impl LoopState {
+    /// The next `receive()` event, moving the request body along.
+    fn next_incoming(&mut self, ex: &Exchange) -> Incoming {
         let st = self;
         match &mut st.body {
             RequestBody::Full(data) => {
                 let data = std::mem::take(data);
                 st.body = RequestBody::Done;
-                return request_message(py, &data, false).map(Some);
+                return Incoming::Request(data, false);
             }
             RequestBody::Stream(rx) => match rx.try_recv() {
                 Ok(InChunk::Data { data, last }) => {
                     if last {
                         st.body = RequestBody::Done;
                     }
-                    return request_message(py, &data, !last).map(Some);
+                    return Incoming::Request(data, !last);
                 }
                 Ok(InChunk::Failed(err)) => {
                     st.body_failed = Some(err.status());
@@ -190,16 +193,16 @@ impl Channel for LoopState {
                         }
                         _ => {}
                     }
-                    return disconnect_message(py).map(Some);
+                    return Incoming::Disconnect;
                 }
                 Err(TryRecvError::Disconnected) => {
                     st.body_failed = Some(StatusCode::BAD_REQUEST);
                     st.body = RequestBody::Done;
-                    return disconnect_message(py).map(Some);
+                    return Incoming::Disconnect;
                 }
                 Err(TryRecvError::Empty) => {
                     if !ex.is_closed() {
-                        return Ok(None);
+                        return Incoming::Wait;
                     }
                     st.body = RequestBody::Done;
                 }
@@ -207,9 +210,24 @@ impl Channel for LoopState {
             RequestBody::Done => {}
         }
         if st.response_complete() || ex.is_closed() {
-            disconnect_message(py).map(Some)
+            Incoming::Disconnect
         } else {
-            Ok(None)
+            Incoming::Wait
+        }
+    }
+}
+
+impl Channel for LoopState {
+    /// The next message for `receive()`, or None when it has to wait for tokio.
+    fn next_message<'py>(
+        &mut self,
+        py: Python<'py>,
+        ex: &Exchange,
+    ) -> PyResult<Option<Bound<'py, PyDict>>> {
+        match self.next_incoming(ex) {
+            Incoming::Request(data, more) => request_message(py, &data, more).map(Some),
+            Incoming::Disconnect => disconnect_message(py).map(Some),
+            Incoming::Wait => Ok(None),
         }
     }
 
@@ -501,6 +519,102 @@ impl HttpProtocol {
         self.release(&mut st);
     }
 
+    /// `http.response.start` when the response has already started or ended.
+    fn start_out_of_turn(&self, st: &LoopState) -> PyErr {
+        match st.response {
+            ResponsePhase::Complete | ResponsePhase::Closed => client_disconnected(),
+            _ => PyRuntimeError::new_err(
+                "Unexpected ASGI message 'http.response.start': the response has already \
+                 started",
+            ),
+        }
+    }
+
+    /// A validated `http.response.start`, while the response is Idle: held until the first
+    /// body message (DESIGN.md point 5).
+    fn hold_start(
+        &self,
+        py: Python<'_>,
+        st: &mut LoopState,
+        status: StatusCode,
+        headers: HeaderMap,
+        trailers: bool,
+    ) -> PyResult<Py<PyAny>> {
+        st.declared_length = declared_length(&headers)?;
+        st.trailers = trailers;
+        if self.ex.is_closed() {
+            st.response = ResponsePhase::Closed;
+            return Err(client_disconnected());
+        }
+        let ResponsePhase::Idle(tx) = std::mem::replace(&mut st.response, ResponsePhase::Closed)
+        else {
+            return Err(self.start_out_of_turn(st));
+        };
+        st.status = status.as_u16();
+        st.response = ResponsePhase::Held {
+            tx,
+            status,
+            headers,
+        };
+        Ok(self.ctx.done.clone_ref(py))
+    }
+
+    /// A validated `http.response.body`.
+    fn send_body(
+        &self,
+        py: Python<'_>,
+        st: &mut LoopState,
+        body: Bytes,
+        more_body: bool,
+    ) -> PyResult<Py<PyAny>> {
+        match std::mem::replace(&mut st.response, ResponsePhase::Closed) {
+            ResponsePhase::Idle(tx) => {
+                st.response = ResponsePhase::Idle(tx);
+                Err(PyRuntimeError::new_err(
+                    "Expected ASGI message 'http.response.start', but got 'http.response.body'",
+                ))
+            }
+            ResponsePhase::Held {
+                tx,
+                status,
+                headers,
+            } => self.start_response(py, st, tx, (status, headers), body, more_body),
+            streaming @ ResponsePhase::Streaming(_) => {
+                st.response = streaming;
+                self.stream_chunk(py, st, body, more_body)
+            }
+            ResponsePhase::Discarding => {
+                st.response = if more_body {
+                    ResponsePhase::Discarding
+                } else {
+                    Self::after_last_body(st, None)
+                };
+                Ok(self.ctx.done.clone_ref(py))
+            }
+            trailers @ ResponsePhase::Trailers { .. } => {
+                st.response = trailers;
+                Err(PyRuntimeError::new_err(
+                    "Unexpected ASGI message 'http.response.body': the body is complete, \
+                     expected 'http.response.trailers'",
+                ))
+            }
+            other => {
+                st.response = other;
+                Err(client_disconnected())
+            }
+        }
+    }
+
+    /// The first `receive()` answers `Expect: 100-continue`, not earlier.
+    fn receive_called(&self, st: &mut LoopState) {
+        if !st.receive_called {
+            st.receive_called = true;
+            if let Some(start) = &self.ex.body_start {
+                start.notify_one();
+            }
+        }
+    }
+
     /// The app is done: stop reading the request body and forget parked futures.
     fn release(&self, st: &mut LoopState) {
         self.ctx.relay.leave_batch(&self.batch);
@@ -517,13 +631,24 @@ impl HttpProtocol {
 impl HttpProtocol {
     fn receive(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
         let mut st = self.ex.state();
-        if !st.receive_called {
-            st.receive_called = true;
-            if let Some(start) = &self.ex.body_start {
-                start.notify_one(); // Expect: 100-continue is answered now, not earlier.
-            }
-        }
+        self.receive_called(&mut st);
         waiters::receive(py, &self.ctx, &self.ex, &mut st)
+    }
+
+    /// `receive()` when its message is ready now, taken apart for Python to build (PyPy,
+    /// `_pypy_receive.py`): `(body, more_body)` for `http.request`, `(None, False)` for
+    /// `http.disconnect`. None when the app has to wait: the caller then awaits `receive`.
+    fn receive_ready<'py>(&self, py: Python<'py>) -> Option<(Option<Bound<'py, PyBytes>>, bool)> {
+        let mut st = self.ex.state();
+        self.receive_called(&mut st);
+        if st.waiters.receivers_waiting() {
+            return None; // earlier receivers are served first
+        }
+        match st.next_incoming(&self.ex) {
+            Incoming::Request(data, more) => Some((Some(PyBytes::new(py, &data)), more)),
+            Incoming::Disconnect => Some((None, false)),
+            Incoming::Wait => None,
+        }
     }
 
     fn send(&self, py: Python<'_>, message: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
@@ -532,74 +657,17 @@ impl HttpProtocol {
         let kind = kind.to_str()?;
         let mut st = self.ex.state();
         match kind {
-            "http.response.start" => match &st.response {
-                ResponsePhase::Idle(_) => {
-                    let (status, headers) = parse_response_start(message)?;
-                    let trailers = parse_trailers_flag(message)?;
-                    st.declared_length = declared_length(&headers)?;
-                    st.trailers = trailers;
-                    if self.ex.is_closed() {
-                        st.response = ResponsePhase::Closed;
-                        return Err(client_disconnected());
-                    }
-                    let ResponsePhase::Idle(tx) =
-                        std::mem::replace(&mut st.response, ResponsePhase::Closed)
-                    else {
-                        unreachable!("checked above");
-                    };
-                    st.status = status.as_u16();
-                    st.response = ResponsePhase::Held {
-                        tx,
-                        status,
-                        headers,
-                    };
-                    Ok(self.ctx.done.clone_ref(py))
+            "http.response.start" => {
+                if !matches!(st.response, ResponsePhase::Idle(_)) {
+                    return Err(self.start_out_of_turn(&st));
                 }
-                ResponsePhase::Complete | ResponsePhase::Closed => Err(client_disconnected()),
-                _ => Err(PyRuntimeError::new_err(
-                    "Unexpected ASGI message 'http.response.start': the response has already \
-                     started",
-                )),
-            },
+                let (status, headers) = parse_response_start(message)?;
+                let trailers = parse_trailers_flag(message)?;
+                self.hold_start(py, &mut st, status, headers, trailers)
+            }
             "http.response.body" => {
                 let (body, more_body) = parse_response_body(message)?;
-                match std::mem::replace(&mut st.response, ResponsePhase::Closed) {
-                    ResponsePhase::Idle(tx) => {
-                        st.response = ResponsePhase::Idle(tx);
-                        Err(PyRuntimeError::new_err(
-                            "Expected ASGI message 'http.response.start', but got \
-                             'http.response.body'",
-                        ))
-                    }
-                    ResponsePhase::Held {
-                        tx,
-                        status,
-                        headers,
-                    } => self.start_response(py, &mut st, tx, (status, headers), body, more_body),
-                    streaming @ ResponsePhase::Streaming(_) => {
-                        st.response = streaming;
-                        self.stream_chunk(py, &mut st, body, more_body)
-                    }
-                    ResponsePhase::Discarding => {
-                        st.response = if more_body {
-                            ResponsePhase::Discarding
-                        } else {
-                            Self::after_last_body(&st, None)
-                        };
-                        Ok(self.ctx.done.clone_ref(py))
-                    }
-                    trailers @ ResponsePhase::Trailers { .. } => {
-                        st.response = trailers;
-                        Err(PyRuntimeError::new_err(
-                            "Unexpected ASGI message 'http.response.body': the body is \
-                             complete, expected 'http.response.trailers'",
-                        ))
-                    }
-                    other => {
-                        st.response = other;
-                        Err(client_disconnected())
-                    }
-                }
+                self.send_body(py, &mut st, body, more_body)
             }
             "http.response.trailers" => {
                 let (headers, more_trailers) = parse_response_trailers(message)?;
@@ -610,6 +678,42 @@ impl HttpProtocol {
                  'http.response.start', 'http.response.body' or 'http.response.trailers')"
             ))),
         }
+    }
+
+    /// `send()` for an `http.response.start` already taken apart in Python (PyPy, see
+    /// `_pypy_send.py`): `status` 200-599 and the headers as `count` pairs packed
+    /// `name\0value\0name...`. None, with nothing changed, when the packing does not check
+    /// out (a NUL inside a field shifts the count) or a header is invalid: the caller then
+    /// passes the message itself to `send`, which names the fault.
+    fn send_start_packed(
+        &self,
+        py: Python<'_>,
+        status: u16,
+        headers: &[u8],
+        count: usize,
+        trailers: bool,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        let Some(headers) = unpack_headers(headers, count) else {
+            return Ok(None);
+        };
+        let Some(status) = StatusCode::from_u16(status)
+            .ok()
+            .filter(|s| (200..=599).contains(&s.as_u16()))
+        else {
+            return Ok(None);
+        };
+        let mut st = self.ex.state();
+        if !matches!(st.response, ResponsePhase::Idle(_)) {
+            return Err(self.start_out_of_turn(&st));
+        }
+        self.hold_start(py, &mut st, status, headers, trailers)
+            .map(Some)
+    }
+
+    /// `send()` for an `http.response.body` already taken apart in Python (PyPy).
+    fn send_body_bytes(&self, py: Python<'_>, body: &[u8], more_body: bool) -> PyResult<Py<PyAny>> {
+        let mut st = self.ex.state();
+        self.send_body(py, &mut st, Bytes::copy_from_slice(body), more_body)
     }
 
     /// The app returned. A str names a protocol fault for the error log.

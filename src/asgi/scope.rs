@@ -98,7 +98,10 @@ impl ScopeFactory {
     ) -> PyResult<Bound<'py, PyDict>> {
         let head = &req.head;
         let scope = self.http_template.bind(py).copy()?;
-        scope.set_item(intern!(py, "http_version"), http_version(py, head.version))?;
+        scope.set_item(
+            intern!(py, "http_version"),
+            py_http_version(py, head.version),
+        )?;
         scope.set_item(intern!(py, "method"), method(py, &head.method))?;
         if req.conn.tls.is_some() {
             scope.set_item(intern!(py, "scheme"), intern!(py, "https"))?;
@@ -114,6 +117,58 @@ impl ScopeFactory {
         Ok(scope)
     }
 
+    /// PyPy: the `http` scope's per-request parts packed into one bytes object, which
+    /// `_pypy_scope.py` unpacks into the dict. Under PyPy each object the extension makes
+    /// or fills costs a C-API crossing: building the scope here took 2.9 µs, unpacking one
+    /// bytes object in JIT-compiled Python 0.7 µs. Fields, split by NUL: method, HTTP
+    /// version, raw path, decoded path (empty when it equals the raw path), query, client
+    /// host, client port (both empty without a peer), server host (the socket path on a
+    /// Unix socket), server port (empty on a Unix socket), then header name/value pairs.
+    ///
+    /// None for what the packing does not carry (TLS and HTTP/2, whose scopes have
+    /// extensions) and for a field holding a NUL, which would shift the others: `build`
+    /// makes those.
+    pub fn pack<'py>(&self, py: Python<'py>, req: &PendingRequest) -> Option<Bound<'py, PyBytes>> {
+        let head = &req.head;
+        let conn = &req.conn;
+        if conn.tls.is_some() || head.version == Version::HTTP_2 {
+            return None;
+        }
+        let raw_path = head.uri.path().as_bytes();
+        let decoded = percent_decode(raw_path).decode_utf8_lossy();
+        let decoded = decoded.as_bytes();
+        let query = head.uri.query().unwrap_or("").as_bytes();
+        let mut out = Vec::with_capacity(128 + head.headers.len() * 48);
+        field(&mut out, head.method.as_str().as_bytes())?;
+        field(&mut out, http_version(head.version).as_bytes())?;
+        field(&mut out, raw_path)?;
+        field(&mut out, if decoded == raw_path { b"" } else { decoded })?;
+        field(&mut out, query)?;
+        match conn.peer {
+            Some(peer) => {
+                field(&mut out, conn.peer_host.as_bytes())?;
+                field(&mut out, peer.port().to_string().as_bytes())?;
+            }
+            None => out.extend_from_slice(b"\0\0"),
+        }
+        match &conn.local {
+            LocalAddr::Tcp(local) => {
+                field(&mut out, conn.local_host.as_bytes())?;
+                field(&mut out, local.port().to_string().as_bytes())?;
+            }
+            LocalAddr::Unix(path) => {
+                field(&mut out, path.as_bytes())?;
+                out.push(0);
+            }
+        }
+        for (name, value) in head.headers.iter() {
+            field(&mut out, name.as_str().as_bytes())?;
+            field(&mut out, value.as_bytes())?;
+        }
+        out.pop(); // the last field's separator
+        Some(PyBytes::new(py, &out))
+    }
+
     /// The `websocket` scope.
     pub fn build_websocket<'py>(
         &self,
@@ -122,7 +177,10 @@ impl ScopeFactory {
     ) -> PyResult<Bound<'py, PyDict>> {
         let head = &req.head;
         let scope = self.websocket_template.bind(py).copy()?;
-        scope.set_item(intern!(py, "http_version"), http_version(py, head.version))?;
+        scope.set_item(
+            intern!(py, "http_version"),
+            py_http_version(py, head.version),
+        )?;
         if req.conn.tls.is_some() {
             scope.set_item(intern!(py, "scheme"), intern!(py, "wss"))?;
         }
@@ -218,6 +276,16 @@ fn set_addresses(py: Python<'_>, scope: &Bound<'_, PyDict>, conn: &ConnInfo) -> 
     Ok(())
 }
 
+/// One field of a packed scope, and its separator; None if it holds the separator.
+fn field(out: &mut Vec<u8>, bytes: &[u8]) -> Option<()> {
+    if bytes.contains(&0) {
+        return None;
+    }
+    out.extend_from_slice(bytes);
+    out.push(0);
+    Some(())
+}
+
 /// `extensions["tls"]` (ASGI TLS extension), a fresh dict per request since apps may
 /// mutate it.
 fn tls_extension<'py>(
@@ -244,7 +312,16 @@ fn tls_extension<'py>(
     Ok(d)
 }
 
-fn http_version(py: Python<'_>, version: Version) -> &Bound<'_, PyString> {
+fn http_version(version: Version) -> &'static str {
+    match version {
+        Version::HTTP_10 => "1.0",
+        Version::HTTP_2 => "2",
+        Version::HTTP_3 => "3",
+        _ => "1.1",
+    }
+}
+
+fn py_http_version(py: Python<'_>, version: Version) -> &Bound<'_, PyString> {
     match version {
         Version::HTTP_10 => intern!(py, "1.0"),
         Version::HTTP_2 => intern!(py, "2"),

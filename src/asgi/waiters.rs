@@ -25,6 +25,11 @@ pub struct Waiters {
 }
 
 impl Waiters {
+    /// Whether a `receive()` is parked: a new one queues behind it.
+    pub fn receivers_waiting(&self) -> bool {
+        !self.recv.is_empty()
+    }
+
     pub fn clear(&mut self) {
         self.recv.clear();
         self.send = None;

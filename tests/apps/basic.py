@@ -364,6 +364,16 @@ async def route_invalid(scope, receive, send, query):
                     "headers": [(b"x-bad", b"a\r\nX-Injected: yes")],
                 }
             )
+        elif kind == "nul_header_value":
+            # A NUL inside a value must not shift the later pairs (PyPy packs headers).
+            headers = [(b"x-a", b"a\0b"), (b"x-b", b"c")]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+        elif kind == "status_600":
+            await send({"type": "http.response.start", "status": 600, "headers": []})
+        elif kind == "bool_status":
+            await send({"type": "http.response.start", "status": True, "headers": []})
+        elif kind == "int_trailers":
+            await send({"type": "http.response.start", "status": 200, "trailers": 1})
         else:
             raise AssertionError("unknown kind %r" % kind)
         result = {"raised": None}
@@ -372,6 +382,48 @@ async def route_invalid(scope, receive, send, query):
     if not started:
         await send(good_start)
     await send({"type": "http.response.body", "body": json.dumps(result).encode()})
+
+
+class _Bytes(bytes):
+    pass
+
+
+class _Message(dict):
+    pass
+
+
+async def route_shapes(scope, receive, send, query):
+    """A valid response in a less common shape (``kind``): every one must go out as sent."""
+    kind = qparam(query, "kind")
+    start = {"type": "http.response.start", "status": 200, "headers": [(b"x-shape", b"ok")]}
+    body = {"type": "http.response.body", "body": b"shape " + kind.encode()}
+    if kind == "tuple_of_lists":
+        start["headers"] = ([b"x-shape", b"ok"], [b"x-second", b"2"])
+    elif kind == "bytes_subclass":
+        start["headers"] = [(_Bytes(b"x-shape"), _Bytes(b"ok"))]
+    elif kind == "no_headers_key":
+        del start["headers"]
+    elif kind == "empty_header_value":
+        start["headers"] = [(b"x-shape", b"ok"), (b"x-empty", b"")]
+    elif kind == "dict_subclass":
+        start, body = _Message(start), _Message(body)
+    elif kind == "bytearray_body":
+        body["body"] = bytearray(body["body"])
+    elif kind == "no_body_key":
+        await send(start)
+        await send({"type": "http.response.body", "body": b"shape ", "more_body": True})
+        await send({"type": "http.response.body", "body": kind.encode(), "more_body": True})
+        await send({"type": "http.response.body"})
+        return
+    elif kind == "truthy_more_body":
+        await send(start)
+        await send({"type": "http.response.body", "body": b"shape ", "more_body": 1})
+        await send({"type": "http.response.body", "body": kind.encode(), "more_body": 0})
+        return
+    else:
+        raise AssertionError("unknown kind %r" % kind)
+    await send(start)
+    await send(body)
 
 
 async def route_slow(scope, receive, send, query):
@@ -433,6 +485,7 @@ ROUTES = {
     "/error/after": route_error_after,
     "/no_response": route_no_response,
     "/invalid": route_invalid,
+    "/shapes": route_shapes,
     "/slow": route_slow,
     "/expect": route_expect,
     "/no_read": route_no_read,
