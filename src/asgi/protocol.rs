@@ -530,8 +530,8 @@ impl HttpProtocol {
         }
     }
 
-    /// A validated `http.response.start`, while the response is Idle: held until the first
-    /// body message (DESIGN.md point 5).
+    /// A validated `http.response.start`, for a response still Idle (the caller checked):
+    /// held until the first body message (DESIGN.md point 5).
     fn hold_start(
         &self,
         py: Python<'_>,
@@ -546,9 +546,14 @@ impl HttpProtocol {
             st.response = ResponsePhase::Closed;
             return Err(client_disconnected());
         }
-        let ResponsePhase::Idle(tx) = std::mem::replace(&mut st.response, ResponsePhase::Closed)
-        else {
-            return Err(self.start_out_of_turn(st));
+        let tx = match std::mem::replace(&mut st.response, ResponsePhase::Closed) {
+            ResponsePhase::Idle(tx) => tx,
+            // Callers check first (so this fault comes before any parse error); kept whole
+            // all the same.
+            other => {
+                st.response = other;
+                return Err(self.start_out_of_turn(st));
+            }
         };
         st.status = status.as_u16();
         st.response = ResponsePhase::Held {
