@@ -246,7 +246,7 @@ impl Core {
     fn start_packed(
         &self,
         py: Python<'_>,
-        packed: Bound<'_, pyo3::types::PyBytes>,
+        packed: Bound<'_, pyo3::types::PyByteArray>,
         headers: &http::HeaderMap,
         proto: &Bound<'_, HttpProtocol>,
     ) -> Option<PyResult<()>> {

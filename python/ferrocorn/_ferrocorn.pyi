@@ -30,7 +30,7 @@ class HttpProtocol:
         An app that returns without the promised trailers gets its body ended without them
         (and a logged fault); one that raises instead gets its HTTP/2 stream reset.
         """
-    def receive_ready(self) -> tuple[bytes | None, bool] | None:
+    def receive_ready(self) -> tuple[bytearray | None, bool] | None:
         """``receive()``'s message taken apart, when it is ready now (PyPy):
         ``(body, more_body)`` for ``http.request``, ``(None, False)`` for
         ``http.disconnect``; None when it has to wait (then call ``receive``)."""
@@ -40,7 +40,7 @@ class HttpProtocol:
         """``send()`` of an ``http.response.start`` taken apart in Python (PyPy):
         ``count`` header pairs packed ``name\\0value\\0...``.  None, with nothing changed,
         when the packing or a header does not check out: pass the message to ``send`` then."""
-    def send_body_bytes(self, body: bytes, more_body: bool) -> Awaitable[None]:
+    def send_body_bytes(self, body: bytes | bytearray, more_body: bool) -> Awaitable[None]:
         """``send()`` of an ``http.response.body`` taken apart in Python (PyPy)."""
     def complete(self) -> str | None:
         """Called when the app returned; a str names a protocol fault to log."""

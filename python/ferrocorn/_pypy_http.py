@@ -24,6 +24,9 @@ _send = HttpProtocol.send
 _send_start_packed = HttpProtocol.send_start_packed
 _send_body_bytes = HttpProtocol.send_body_bytes
 _NO_HEADERS: list = []
+# cpyext reads a large bytes object far more slowly than a bytearray copy of it (10 KiB: 12 µs
+# against 1.3 µs in a PyPy micro-benchmark; 150 bytes: 0.49 against 0.69 µs).
+_COPY_ABOVE = 1024
 
 
 def _start_packed(proto: HttpProtocol, message: dict) -> Any:
@@ -59,6 +62,8 @@ def http_send(proto: HttpProtocol) -> Callable[[Any], Any]:
                 body = message.get("body", b"")
                 more_body = message.get("more_body", False)
                 if type(body) is bytes and (more_body is False or more_body is True):
+                    if len(body) > _COPY_ABOVE:
+                        body = bytearray(body)
                     return _send_body_bytes(proto, body, more_body)
             elif kind == "http.response.start":
                 sent = _start_packed(proto, message)
@@ -84,6 +89,7 @@ def http_receive(proto: HttpProtocol) -> Callable[[], Any]:
         body, more_body = ready
         if body is None:
             return _ready({"type": "http.disconnect"})
-        return _ready({"type": "http.request", "body": body, "more_body": more_body})
+        # A bytearray from the core (cheaper through cpyext than bytes); the app gets bytes.
+        return _ready({"type": "http.request", "body": bytes(body), "more_body": more_body})
 
     return receive

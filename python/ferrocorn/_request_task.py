@@ -179,7 +179,7 @@ def pypy_starter(
     loop: Any, root_path: str = "", state: dict | None = None
 ) -> Callable[[Any, Any, Any, Any], None]:
     """``start(wrapper, app, scope, proto)``: one request's task, its first step run now.
-    ``scope`` is the dict, or an ``http`` scope packed into bytes (``_pypy_scope.py``)."""
+    ``scope`` is the dict, or an ``http`` scope packed into a bytearray (``_pypy_scope.py``)."""
     unpack = scope_unpacker(root_path, state)
     enter_task = _tasks._enter_task
     leave_task = _tasks._leave_task
@@ -196,7 +196,7 @@ def pypy_starter(
             leave_task(loop, task)
 
     def start(wrapper: Any, app: Any, scope: Any, proto: Any) -> None:
-        if type(scope) is bytes:
+        if type(scope) is bytearray:
             scope = unpack(scope)
         task = new_task(PyPyRequestTask)
         first = _FirstStep(wrapper(app, scope, proto), copy_context(), loop)

@@ -14,13 +14,13 @@ use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, Version};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyBytes, PyDict};
+use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict};
 use tokio::runtime::Handle;
 use tokio::sync::mpsc::{self, error::TryRecvError, error::TrySendError};
 
 use crate::asgi::messages::{
-    as_dict, message_type, parse_response_body, parse_response_start, parse_response_trailers,
-    parse_trailers_flag, unpack_headers,
+    as_dict, body_bytes, message_type, parse_response_body, parse_response_start,
+    parse_response_trailers, parse_trailers_flag, unpack_headers,
 };
 use crate::asgi::state::{LoopState, RequestBody, ResponsePhase, ResponseSender};
 use crate::asgi::waiters::{self, client_disconnected, Channel, Waiters};
@@ -641,16 +641,21 @@ impl HttpProtocol {
     }
 
     /// `receive()` when its message is ready now, taken apart for Python to build (PyPy,
-    /// `_pypy_receive.py`): `(body, more_body)` for `http.request`, `(None, False)` for
+    /// `_pypy_http.py`): `(body, more_body)` for `http.request`, `(None, False)` for
     /// `http.disconnect`. None when the app has to wait: the caller then awaits `receive`.
-    fn receive_ready<'py>(&self, py: Python<'py>) -> Option<(Option<Bound<'py, PyBytes>>, bool)> {
+    /// The body is a bytearray, which Python turns into bytes: under cpyext a bytes object
+    /// made here costs far more (10 KiB: 3.7 µs against 0.66 µs for bytearray + `bytes()`).
+    fn receive_ready<'py>(
+        &self,
+        py: Python<'py>,
+    ) -> Option<(Option<Bound<'py, PyByteArray>>, bool)> {
         let mut st = self.ex.state();
         self.receive_called(&mut st);
         if st.waiters.receivers_waiting() {
             return None; // earlier receivers are served first
         }
         match st.next_incoming(&self.ex) {
-            Incoming::Request(data, more) => Some((Some(PyBytes::new(py, &data)), more)),
+            Incoming::Request(data, more) => Some((Some(PyByteArray::new(py, &data)), more)),
             Incoming::Disconnect => Some((None, false)),
             Incoming::Wait => None,
         }
@@ -715,10 +720,17 @@ impl HttpProtocol {
             .map(Some)
     }
 
-    /// `send()` for an `http.response.body` already taken apart in Python (PyPy).
-    fn send_body_bytes(&self, py: Python<'_>, body: &[u8], more_body: bool) -> PyResult<Py<PyAny>> {
+    /// `send()` for an `http.response.body` already taken apart in Python (PyPy): `body`
+    /// bytes, or a bytearray copy of a large one (cheaper to read through cpyext).
+    fn send_body_bytes(
+        &self,
+        py: Python<'_>,
+        body: &Bound<'_, PyAny>,
+        more_body: bool,
+    ) -> PyResult<Py<PyAny>> {
+        let body = body_bytes(body, "body")?;
         let mut st = self.ex.state();
-        self.send_body(py, &mut st, Bytes::copy_from_slice(body), more_body)
+        self.send_body(py, &mut st, body, more_body)
     }
 
     /// The app returned. A str names a protocol fault for the error log.
