@@ -1,15 +1,15 @@
 """PyPy: ``receive()`` and ``send()`` for HTTP requests, with the messages made and taken
 apart in Python.
 
-Under PyPy the extension making or reading a message dict costs a C-API crossing per key, header
-pair and bytes object: an ``http.response.start`` with two headers took 1.8 µs that way,
+Under PyPy the extension making or reading a message dict costs a C-API crossing per key,
+header pair and bytes object: an ``http.response.start`` with two headers took 1.8 µs that way,
 and 0.45 µs when Python checks the types, packs the headers into one bytes object and passes
 that (``HttpProtocol.send_start_packed``). Anything off the common shape (a non-bool
 ``more_body``, a bytearray body, a header that is not a pair of bytes, an invalid value) goes
 to ``HttpProtocol.send`` with the message itself, so the error it raises names the key
-exactly as on CPython. ``receive()`` likewise gets the body as bytes and a flag
-(``HttpProtocol.receive_ready``) and makes the dict here; when it has to wait it is the
-core's ``receive``.
+exactly as on CPython. ``receive()`` likewise gets the body (a bytearray, cheaper through
+cpyext than bytes) and a flag from ``HttpProtocol.receive_ready`` and makes the dict here;
+when it has to wait it is the core's ``receive``.
 """
 
 from __future__ import annotations
