@@ -30,10 +30,12 @@ class HttpProtocol:
         An app that returns without the promised trailers gets its body ended without them
         (and a logged fault); one that raises instead gets its HTTP/2 stream reset.
         """
-    def receive_ready(self) -> tuple[bytearray | None, bool] | None:
-        """``receive()``'s message taken apart, when it is ready now (PyPy):
-        ``(body, more_body)`` for ``http.request``, ``(None, False)`` for
+    def receive_ready(self) -> bytearray | bool | None:
+        """``receive()``'s message taken apart, when it is ready now (PyPy): the body of
+        an ``http.request`` (its ``more_body`` is ``more_body_pending()``), False for
         ``http.disconnect``; None when it has to wait (then call ``receive``)."""
+    def more_body_pending(self) -> bool:
+        """``more_body`` of the body ``receive_ready`` just returned."""
     def send_start_packed(
         self, status: int, headers: bytes, count: int, trailers: bool
     ) -> Awaitable[None] | None:

@@ -426,6 +426,24 @@ async def route_shapes(scope, receive, send, query):
     await send(body)
 
 
+# Module-level, so that every request sends the very same objects (see route_repeat).
+_REPEAT_PIECES = {
+    "A": b"".join(iter_pattern(20000)),
+    "B": b"B" * 5000,
+    "C": b"C" * 300,
+}
+
+
+async def route_repeat(scope, receive, send, query):
+    """Sends the pieces named by ``seq`` (e.g. ``AABA``) as body messages, each the same
+    bytes object every time: the server must send each of them whole, however often."""
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    for name in qparam(query, "seq"):
+        piece = _REPEAT_PIECES[name]
+        await send({"type": "http.response.body", "body": piece, "more_body": True})
+    await send({"type": "http.response.body", "body": b"", "more_body": False})
+
+
 async def route_slow(scope, receive, send, query):
     seconds = float(qparam(query, "s", "1"))
     tag = qparam(query, "tag", "")
@@ -486,6 +504,7 @@ ROUTES = {
     "/no_response": route_no_response,
     "/invalid": route_invalid,
     "/shapes": route_shapes,
+    "/repeat": route_repeat,
     "/slow": route_slow,
     "/expect": route_expect,
     "/no_read": route_no_read,
