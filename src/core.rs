@@ -224,13 +224,11 @@ impl Core {
             ),
         )?;
         #[cfg(PyPy)]
-        if let Some(packed) = self.scope.pack(py, &req) {
-            if let Some(started) = self.start_packed(py, packed, &req.head.headers, &proto) {
-                if started.is_err() {
-                    proto.get().fail_internal();
-                }
-                return started;
+        if let Some(started) = self.start_packed(py, &req, &proto) {
+            if started.is_err() {
+                proto.get().fail_internal();
             }
+            return started;
         }
         let scope = self.scope.build(py, &req);
         let started = self.start_app(py, scope, &req.head.headers, proto.as_any());
@@ -241,23 +239,32 @@ impl Core {
     }
 
     /// PyPy: hand `start` the packed scope, which it unpacks in Python (scope.rs `pack`).
-    /// None when the request does not go through `start`.
+    /// None when the request does not go through `start` (checked before packing) or its
+    /// scope cannot be packed.
     #[cfg(PyPy)]
     fn start_packed(
         &self,
         py: Python<'_>,
-        packed: Bound<'_, pyo3::types::PyByteArray>,
-        headers: &http::HeaderMap,
+        req: &PendingRequest,
         proto: &Bound<'_, HttpProtocol>,
     ) -> Option<PyResult<()>> {
-        let (app, body) = self.pick_app(headers);
-        let (TaskSpawner::PyPyStart { start, .. }, TaskBody::Wrapper(wrapper)) =
-            (&self.spawner, body)
-        else {
-            return None;
-        };
+        let (app, body) = self.pick_app(&req.head.headers);
+        let (start, wrapper) = self.pypy_start(body)?;
+        let packed = self.scope.pack(py, req)?;
         let args = (wrapper.bind(py), app.bind(py), packed, proto);
         Some(start.bind(py).call1(args).map(drop))
+    }
+
+    /// PyPy: `_request_task.pypy_starter`'s `start` and the app's Python wrapper, when
+    /// requests are started through it (no task factory on the loop, a Python task body).
+    #[cfg(PyPy)]
+    fn pypy_start<'a>(&'a self, body: &'a TaskBody) -> Option<(&'a Py<PyAny>, &'a Py<PyAny>)> {
+        match (&self.spawner, body) {
+            (TaskSpawner::PyPyStart { start, .. }, TaskBody::Wrapper(wrapper)) => {
+                Some((start, wrapper))
+            }
+            _ => None,
+        }
     }
 
     /// Create the app coroutine inside its task wrapper and start it as a task.
@@ -270,9 +277,7 @@ impl Core {
     ) -> PyResult<()> {
         let (app, body) = self.pick_app(headers);
         #[cfg(PyPy)]
-        if let (TaskSpawner::PyPyStart { start, .. }, TaskBody::Wrapper(wrapper)) =
-            (&self.spawner, body)
-        {
+        if let Some((start, wrapper)) = self.pypy_start(body) {
             let args = (wrapper.bind(py), app.bind(py), scope?, proto);
             return start.bind(py).call1(args).map(drop);
         }

@@ -130,7 +130,7 @@ fn add_header(map: &mut HeaderMap, item: &Bound<'_, PyAny>, key: &str) -> PyResu
     Ok(())
 }
 
-/// Headers packed by `_pypy_send.py` as `count` pairs `name\0value\0name\0value`. None if the
+/// Headers packed by `_pypy_http.py` as `count` pairs `name\0value\0name\0value`. None if the
 /// packing does not check out (a NUL inside a name or value makes more fields than
 /// `2 * count`) or a header is invalid: the caller falls back to the message itself, whose
 /// parse names the fault.

@@ -697,7 +697,7 @@ impl HttpProtocol {
     }
 
     /// `send()` for an `http.response.start` already taken apart in Python (PyPy, see
-    /// `_pypy_send.py`): `status` 200-599 and the headers as `count` pairs packed
+    /// `_pypy_http.py`): `status` 200-599 and the headers as `count` pairs packed
     /// `name\0value\0name...`. None, with nothing changed, when the packing does not check
     /// out (a NUL inside a field shifts the count) or a header is invalid: the caller then
     /// passes the message itself to `send`, which names the fault.

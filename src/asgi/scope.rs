@@ -121,10 +121,11 @@ impl ScopeFactory {
     /// `_pypy_scope.py` unpacks into the dict. Under PyPy each object the extension makes
     /// or fills costs a C-API crossing: building the scope here took 2.9 µs, unpacking one
     /// packed object in JIT-compiled Python 0.7 µs. A bytearray rather than bytes: cpyext
-    /// hands those over several times cheaper (150 bytes: 0.2 against 0.44 µs). Fields, split by NUL: method, HTTP
-    /// version, raw path, decoded path (empty when it equals the raw path), query, client
-    /// host, client port (both empty without a peer), server host (the socket path on a
-    /// Unix socket), server port (empty on a Unix socket), then header name/value pairs.
+    /// hands those over several times cheaper (150 bytes: 0.2 against 0.44 µs). Fields,
+    /// split by NUL: method, HTTP version, raw path, decoded path (empty when it equals the
+    /// raw path), query, client host, client port (both empty without a peer), server host
+    /// (the socket path on a Unix socket), server port (empty on a Unix socket), then header
+    /// name/value pairs.
     ///
     /// None for what the packing does not carry (TLS and HTTP/2, whose scopes have
     /// extensions) and for a field holding a NUL, which would shift the others: `build`
