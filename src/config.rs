@@ -45,11 +45,6 @@ impl Default for Http2Settings {
 }
 use crate::ws::WsConfig;
 
-/// `--limit-request-body`: 1 GiB.
-pub const DEFAULT_LIMIT_REQUEST_BODY: u64 = 1 << 30;
-/// `--limit-request-line`: twice RFC 9112's recommended minimum request-line support (8000).
-pub const DEFAULT_LIMIT_REQUEST_LINE: usize = 16 * 1024;
-
 #[derive(Clone, Debug)]
 pub struct ServerConfig {
     /// Add `Server: ferrocorn` unless the app set its own.
@@ -63,9 +58,8 @@ pub struct ServerConfig {
     /// Bodies with a Content-Length up to this are read before dispatch.
     pub body_preread_limit: u64,
     pub header_read_timeout: Option<Duration>,
-    pub keep_alive: bool,
     /// Close a keep-alive connection idle (no request in flight) for this long.
-    pub keep_alive_timeout: Option<Duration>,
+    pub timeout_keep_alive: Option<Duration>,
     /// Answer 503 instead of dispatching beyond this many requests in flight.
     pub limit_concurrency: Option<usize>,
     /// Largest request body: a Content-Length above it gets 413 up front, a streamed body is
@@ -73,7 +67,7 @@ pub struct ServerConfig {
     pub limit_request_body: Option<u64>,
     /// How long the server waits for the next piece of a request body while the app waits in
     /// `receive()` (408, or an abort once the response started).
-    pub request_body_timeout: Option<Duration>,
+    pub timeout_request_body: Option<Duration>,
     /// Longest request-target (path and query; HTTP/2 `:path`): longer ones get 414.
     pub limit_request_line: Option<usize>,
     pub http: HttpMode,
@@ -83,6 +77,9 @@ pub struct ServerConfig {
     pub ws: WsConfig,
 }
 
+/// For unit tests: the defaults users get are `Config`'s (python/ferrocorn/config.py), read
+/// through `core::options`.
+#[cfg(test)]
 impl Default for ServerConfig {
     fn default() -> Self {
         ServerConfig {
@@ -93,12 +90,11 @@ impl Default for ServerConfig {
             max_headers: 100,
             body_preread_limit: 64 * 1024,
             header_read_timeout: Some(Duration::from_secs(30)),
-            keep_alive: true,
-            keep_alive_timeout: Some(Duration::from_secs(5)),
+            timeout_keep_alive: Some(Duration::from_secs(5)),
             limit_concurrency: None,
-            limit_request_body: Some(DEFAULT_LIMIT_REQUEST_BODY),
-            request_body_timeout: Some(Duration::from_secs(60)),
-            limit_request_line: Some(DEFAULT_LIMIT_REQUEST_LINE),
+            limit_request_body: Some(1 << 30),
+            timeout_request_body: Some(Duration::from_secs(60)),
+            limit_request_line: Some(16 * 1024),
             http: HttpMode::Auto,
             http2: Http2Settings::default(),
             tls: None,

@@ -1,22 +1,35 @@
 //! ferrocorn's Rust core: tokio + hyper on background threads, the ASGI hot path on the
-//! Python loop thread. See DESIGN.md for the architecture this follows.
+//! Python loop thread. ARCHITECTURE.md maps the layers; from the bottom up:
+//!
+//! - `http`, `ws`, `tls`, `config`: protocol rules and options as plain Rust;
+//! - `bridge`: the hand-off both threads share (queue + eventfd, relay, exchanges);
+//! - `server` (tokio threads, never Python) and `asgi` (loop thread, GIL held), which never
+//!   import each other;
+//! - `core`: the `Core` class that Python drives, and the module below.
 
 use pyo3::prelude::*;
 
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
-pub mod asgi;
-pub mod config;
-pub mod core;
-pub mod errors;
-pub mod http;
-pub mod relay;
-pub mod runtime;
-pub mod server;
-pub mod tls;
-pub mod wakeup;
-pub mod ws;
+mod asgi;
+mod bridge;
+mod config;
+mod core;
+mod http;
+mod server;
+mod tls;
+mod ws;
+
+/// The pure functions the fuzz targets (`fuzz/`) drive; nothing else of the crate is public.
+#[doc(hidden)]
+pub mod fuzzing {
+    pub use crate::http::headers::{response_header_name, response_header_value};
+    pub use crate::ws::deflate::{negotiate, DeflateParams, Inflater};
+    pub use crate::ws::frame::close_code_allowed;
+    pub use crate::ws::handshake::{accept_headers, is_upgrade, subprotocols, version_supported};
+    pub use crate::ws::stream::{Incoming, WsReader};
+}
 
 #[pymodule]
 fn _ferrocorn(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -24,7 +37,7 @@ fn _ferrocorn(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     m.add(
         "ClientDisconnected",
-        py.get_type::<errors::ClientDisconnected>(),
+        py.get_type::<asgi::errors::ClientDisconnected>(),
     )?;
     m.add_class::<core::Core>()?;
     m.add_class::<asgi::protocol::HttpProtocol>()?;
@@ -33,6 +46,6 @@ fn _ferrocorn(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<asgi::runner::AppRun>()?;
     #[cfg(not(PyPy))]
     m.add_function(wrap_pyfunction!(asgi::lazy_task::promote_request_task, m)?)?;
-    m.add_class::<tls::pyconfig::TlsConfig>()?;
+    m.add_class::<core::tls_config::TlsConfig>()?;
     Ok(())
 }

@@ -12,7 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 
 import httpx
 import pytest
-from ferrocorn._asgi import run_asgi, run_asgi_with_access_log, select_wrapper
+from ferrocorn._asgi import run_asgi, run_asgi_with_access_log, select_runner
 from ferrocorn.config import Config, ConfigError
 from ferrocorn.metrics import (
     BUCKETS,
@@ -216,14 +216,14 @@ class FakeProto:
         return ("127.0.0.1:1", "GET", "/p?q", "1.1", self.status, 0, self.seconds)
 
 
-def test_select_wrapper_defaults_are_the_fast_paths():
+def test_select_runner_defaults_are_the_fast_paths():
     app = object()
-    assert select_wrapper(app, access_log=False) == (app, run_asgi)
-    assert select_wrapper(app, access_log=True) == (app, run_asgi_with_access_log)
+    assert select_runner(app, access_log=False) == (app, run_asgi)
+    assert select_runner(app, access_log=True) == (app, run_asgi_with_access_log)
     proxy = ProxyHeadersMiddleware(app)
     # Proxy headers without an access log: the middleware around the app, plain wrapper.
-    assert select_wrapper(app, access_log=False, proxy=proxy) == (proxy, run_asgi)
-    got_app, wrapper = select_wrapper(app, access_log=True, proxy=proxy)
+    assert select_runner(app, access_log=False, proxy=proxy) == (proxy, run_asgi)
+    got_app, wrapper = select_runner(app, access_log=True, proxy=proxy)
     assert got_app is app and wrapper not in (run_asgi, run_asgi_with_access_log)
 
 
@@ -240,7 +240,7 @@ def test_metrics_wrapper_counts():
             assert (snap["requests_total"], snap["requests_in_flight"]) == (len(seen), 1)
         await send({"type": "http.response.start", "status": int(scope["path"][1:])})
 
-    app_, wrapper = select_wrapper(app, access_log=False, metrics=metrics)
+    app_, wrapper = select_runner(app, access_log=False, metrics=metrics)
     assert app_ is app
 
     async def main():

@@ -4,10 +4,10 @@
 //! Each `check_*` function takes arbitrary bytes, calls the server's functions with them and
 //! asserts properties of the results (a panic is a finding).
 
-use _ferrocorn::http::headers::{response_header_name, response_header_value};
-use _ferrocorn::ws::deflate::{negotiate, DeflateParams, Inflater};
-use _ferrocorn::ws::handshake::{accept_headers, is_upgrade, subprotocols, version_supported};
-use _ferrocorn::ws::stream::{Incoming, WsReader};
+use _ferrocorn::fuzzing::{
+    accept_headers, is_upgrade, negotiate, response_header_name, response_header_value,
+    subprotocols, version_supported, DeflateParams, Incoming, Inflater, WsReader,
+};
 use http::header::{HeaderMap, HeaderName, HeaderValue, SEC_WEBSOCKET_KEY};
 use http::{Method, Version};
 use percent_encoding::percent_decode;
@@ -139,7 +139,7 @@ pub fn check_ws_frames(data: &[u8]) {
                 Ok(Some(Incoming::Binary(b))) => assert!(b.len() <= max_size),
                 Ok(Some(Incoming::Ping(p) | Incoming::Pong(p))) => assert!(p.len() <= 125),
                 Ok(Some(Incoming::Close(Some((code, reason))))) => {
-                    assert!(_ferrocorn::ws::frame::close_code_allowed(code));
+                    assert!(_ferrocorn::fuzzing::close_code_allowed(code));
                     assert!(reason.len() <= 123);
                 }
                 Ok(Some(Incoming::Close(None))) => {}

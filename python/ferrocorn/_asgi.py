@@ -1,7 +1,7 @@
-"""The task body each request runs in (DESIGN.md, hot path point 4).
+"""The runner each app call runs inside (ARCHITECTURE.md, hot path step 4).
 
 It awaits the app and reports the outcome straight to the request's protocol object: no
-``add_done_callback``, no second future. On CPython that body is ``_ferrocorn.AppRun``, a
+``add_done_callback``, no second future. On CPython the default runner is ``_ferrocorn.AppRun``, a
 Rust object the task steps like a coroutine; on PyPy, where every call into the extension
 costs more than JIT-compiled Python, it is the ``async def`` below. Kept tiny: it runs once
 per request.
@@ -59,13 +59,13 @@ async def run_asgi_with_access_log(app: Any, scope: dict, proto: Any) -> None:
 
 
 # ---------------------------------------------------------------------------------------------
-# Variants for optional features, built once at start-up by ``select_wrapper``.  The two
+# Variants for optional features, built once at start-up by ``select_runner``.  The two
 # functions above stay the paths of the default configurations.
 
 _INFO = logging.INFO
 
 
-def select_wrapper(
+def select_runner(
     app: Any,
     *,
     access_log: bool,
@@ -73,13 +73,13 @@ def select_wrapper(
     proxy: Any = None,
     metrics: Any = None,
 ) -> tuple[Any, Any]:
-    """The (app, task wrapper) pair to hand the core, for the features that are on.
+    """The (app, runner) pair to hand the core (each app call runs inside the runner), for the features that are on.
 
     ``log_format``: a compiled ``AccessLogFormat`` or None for the default line; ``proxy``: a
     ``ProxyHeadersMiddleware`` around ``app`` or None; ``metrics``: a ``RequestMetrics`` or None.
 
     Proxy headers run in the middleware, except when an access line is written: then the
-    wrapper rewrites the scope itself and calls the inner app, so the line shows the forwarded
+    runner rewrites the scope itself and calls the inner app, so the line shows the forwarded
     client without the incoming scope being mutated.
     """
     rewrite = None
@@ -92,9 +92,9 @@ def select_wrapper(
         log_format = None
     if metrics is None and log_format is None:
         if rewrite is not None:
-            return app, _proxied_access_log_wrapper(rewrite)
+            return app, _proxied_access_log_runner(rewrite)
         return app, run_asgi_with_access_log if access_log else run_asgi
-    return app, _extended_wrapper(rewrite, access_log, log_format, metrics)
+    return app, _extended_runner(rewrite, access_log, log_format, metrics)
 
 
 async def _rewrite_and_run(rewrite: Any, app: Any, scope: dict, proto: Any) -> dict:
@@ -109,7 +109,7 @@ async def _rewrite_and_run(rewrite: Any, app: Any, scope: dict, proto: Any) -> d
     return app_scope
 
 
-def _proxied_access_log_wrapper(rewrite: Any) -> Any:
+def _proxied_access_log_runner(rewrite: Any) -> Any:
     """Default access line + proxy headers (the default configuration)."""
 
     async def run_asgi_proxied_with_access_log(app: Any, scope: dict, proto: Any) -> None:
@@ -122,7 +122,7 @@ def _proxied_access_log_wrapper(rewrite: Any) -> Any:
     return run_asgi_proxied_with_access_log
 
 
-def _extended_wrapper(rewrite: Any, access_log: bool, log_format: Any, metrics: Any) -> Any:
+def _extended_runner(rewrite: Any, access_log: bool, log_format: Any, metrics: Any) -> Any:
     """Metrics and/or a custom access-log format (with or without proxy headers)."""
     observe = metrics.observe if metrics is not None else None
     default_line = access_log and log_format is None

@@ -8,6 +8,8 @@ import asyncio
 import os
 from typing import Any, Awaitable, Callable, Literal
 
+from .config import Config
+
 __version__: str
 
 class ClientDisconnected(OSError):
@@ -114,44 +116,15 @@ class Core:
     def __init__(
         self,
         app: Callable[..., Awaitable[None]],
-        loop: asyncio.AbstractEventLoop,
-        run_asgi: Callable[[Any, dict[str, Any], HttpProtocol], Awaitable[None]],
+        event_loop: asyncio.AbstractEventLoop,
+        runner: Callable[[Any, dict[str, Any], HttpProtocol], Awaitable[None]],
+        config: Config,
         *,
         forwarded_app: Callable[..., Awaitable[None]] | None = None,
-        forwarded_run_asgi: Callable[[Any, dict[str, Any], Any], Awaitable[None]] | None = None,
+        forwarded_runner: Callable[[Any, dict[str, Any], Any], Awaitable[None]] | None = None,
         state: dict[str, Any] | None = None,
-        root_path: str = "",
-        server_header: bool = True,
-        date_header: bool = True,
-        headers: list[tuple[bytes, bytes]] = ...,
-        http1_max_header_size: int = 65536,
-        http1_max_headers: int = 100,
-        body_preread_limit: int = 65536,
-        header_read_timeout: float = 30.0,
-        keep_alive: bool = True,
-        keep_alive_timeout: float | None = 5.0,
-        limit_concurrency: int | None = None,
-        limit_request_body: int | None = 1073741824,
-        timeout_request_body: float | None = 60.0,
-        limit_request_line: int | None = 16384,
-        runtime_threads: int = 1,
-        eager_tasks: bool | None = None,
-        tls: TlsConfig | None = None,
-        http: Literal["auto", "1", "2"] = "auto",
-        http2_max_concurrent_streams: int = 100,
-        http2_initial_stream_window_size: int = 1048576,
-        http2_initial_connection_window_size: int = 2097152,
-        http2_max_frame_size: int = 16384,
-        http2_max_header_list_size: int = 65536,
-        http2_keep_alive_interval: float | None = None,
-        http2_keep_alive_timeout: float = 20.0,
-        ws: bool = True,
-        ws_max_size: int = 16777216,
-        ws_max_queue: int = 32,
-        ws_ping_interval: float | None = 20.0,
-        ws_ping_timeout: float | None = 20.0,
-        ws_per_message_deflate: bool = True,
-    ) -> None: ...
+    ) -> None:
+        """``config``: the validated ``ferrocorn.Config``; the core reads its attributes."""
     def listen_tcp(self, fd: int) -> None:
         """Serve a bound, listening TCP socket; the core takes ownership of ``fd``."""
     def listen_unix(self, fd: int, path: str) -> None:

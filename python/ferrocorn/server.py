@@ -11,7 +11,7 @@ import threading
 import time
 from typing import Any, Callable, Coroutine
 
-from ._asgi import select_wrapper
+from ._asgi import select_runner
 from ._ferrocorn import Core
 from .config import Config, ConfigError
 from .lifespan import Lifespan
@@ -101,7 +101,7 @@ class Server:
             except ConfigError:
                 sock.close()
                 raise
-        # The task wrapper for the features that are on. With proxy headers, a second pair that
+        # The runner for the features that are on (each app call runs inside it). With proxy headers, a second pair that
         # applies them: the core picks it only for requests that carry a forwarding header, so
         # the others pay nothing for the feature.
         wrapper_options = {
@@ -109,10 +109,10 @@ class Server:
             "log_format": config.compiled_access_log_format,
             "metrics": self.metrics,
         }
-        app, run_asgi = select_wrapper(config.loaded_app, **wrapper_options)
-        forwarded_app = forwarded_run_asgi = None
+        app, runner = select_runner(config.loaded_app, **wrapper_options)
+        forwarded_app = forwarded_runner = None
         if config.proxy_headers:
-            forwarded_app, forwarded_run_asgi = select_wrapper(
+            forwarded_app, forwarded_runner = select_runner(
                 config.loaded_app,
                 proxy=ProxyHeadersMiddleware(config.loaded_app, config.trusted_hosts),
                 **wrapper_options,
@@ -121,39 +121,11 @@ class Server:
         core = Core(
             app,
             loop,
-            run_asgi,
+            runner,
+            config,
             forwarded_app=forwarded_app,
-            forwarded_run_asgi=forwarded_run_asgi,
+            forwarded_runner=forwarded_runner,
             state=state,
-            root_path=config.root_path,
-            server_header=config.server_header,
-            date_header=config.date_header,
-            headers=config.encoded_headers,
-            http1_max_header_size=config.max_header_size,
-            http1_max_headers=config.max_headers,
-            body_preread_limit=config.body_preread_limit,
-            header_read_timeout=config.header_read_timeout,
-            keep_alive_timeout=config.timeout_keep_alive,
-            limit_concurrency=config.limit_concurrency,
-            limit_request_body=config.limit_request_body,
-            timeout_request_body=config.timeout_request_body,
-            limit_request_line=config.limit_request_line,
-            runtime_threads=config.runtime_threads,
-            tls=config.tls,
-            http=config.http,
-            http2_max_concurrent_streams=config.http2_max_concurrent_streams,
-            http2_initial_stream_window_size=config.http2_initial_stream_window_size,
-            http2_initial_connection_window_size=config.http2_initial_connection_window_size,
-            http2_max_frame_size=config.http2_max_frame_size,
-            http2_max_header_list_size=config.http2_max_header_list_size,
-            http2_keep_alive_interval=config.http2_keep_alive_interval,
-            http2_keep_alive_timeout=config.http2_keep_alive_timeout,
-            ws=config.ws != "none",
-            ws_max_size=config.ws_max_size,
-            ws_max_queue=config.ws_max_queue,
-            ws_ping_interval=config.ws_ping_interval,
-            ws_ping_timeout=config.ws_ping_timeout,
-            ws_per_message_deflate=config.ws_per_message_deflate,
         )
         # The core owns the descriptor from here on; our socket object lets go of it.
         fd = sock.detach()

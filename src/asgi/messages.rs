@@ -130,24 +130,6 @@ fn add_header(map: &mut HeaderMap, item: &Bound<'_, PyAny>, key: &str) -> PyResu
     Ok(())
 }
 
-/// Headers packed by `_pypy_http.py` as `count` pairs `name\0value\0name\0value`. None if the
-/// packing does not check out (a NUL inside a name or value makes more fields than
-/// `2 * count`) or a header is invalid: the caller falls back to the message itself, whose
-/// parse names the fault.
-pub fn unpack_headers(packed: &[u8], count: usize) -> Option<HeaderMap> {
-    let mut map = HeaderMap::with_capacity(count + 2);
-    if count == 0 {
-        return packed.is_empty().then_some(map);
-    }
-    let mut fields = packed.split(|&b| b == 0);
-    for _ in 0..count {
-        let name = response_header_name(fields.next()?).ok()?;
-        let value = response_header_value(fields.next()?).ok()?;
-        map.append(name, value);
-    }
-    fields.next().is_none().then_some(map)
-}
-
 type Pair<'py> = (Bound<'py, PyAny>, Bound<'py, PyAny>);
 
 fn header_pair<'py>(item: &Bound<'py, PyAny>, key: &str) -> PyResult<Pair<'py>> {
@@ -287,48 +269,4 @@ pub fn parse_response_trailers(message: &Bound<'_, PyDict>) -> PyResult<(HeaderM
         Some(m) => m.is_truthy()?,
     };
     Ok((headers, more_trailers))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::unpack_headers;
-
-    #[test]
-    fn unpacks_pairs_in_order() {
-        let map = unpack_headers(
-            b"content-type\0text/plain\0set-cookie\0a=1\0Set-Cookie\0b=2",
-            3,
-        )
-        .expect("valid packing");
-        assert_eq!(map.len(), 3);
-        assert_eq!(map["content-type"], "text/plain");
-        let cookies: Vec<_> = map.get_all("set-cookie").iter().collect();
-        assert_eq!(cookies, ["a=1", "b=2"]);
-    }
-
-    #[test]
-    fn empty_packing_is_no_headers() {
-        assert_eq!(unpack_headers(b"", 0).map(|m| m.len()), Some(0));
-        // Fields where none were announced, or an empty name, are refused.
-        assert!(unpack_headers(b"x\0y", 0).is_none());
-        assert!(unpack_headers(b"", 1).is_none());
-        // An empty value is a valid header.
-        assert_eq!(unpack_headers(b"x-empty\0", 1).map(|m| m.len()), Some(1));
-    }
-
-    #[test]
-    fn a_nul_inside_a_field_is_refused_not_realigned() {
-        // ("a", "x\0b") and ("c", "d") packed: five fields for two pairs.
-        assert!(unpack_headers(b"a\0x\0b\0c\0d", 2).is_none());
-        // ("a", "x\0b") alone: three fields for one pair.
-        assert!(unpack_headers(b"a\0x\0b", 1).is_none());
-        // Too few fields.
-        assert!(unpack_headers(b"a", 1).is_none());
-    }
-
-    #[test]
-    fn invalid_names_and_values_are_refused() {
-        assert!(unpack_headers(b"bad name\0v", 1).is_none());
-        assert!(unpack_headers(b"x\0a\r\nSet-Cookie: y", 1).is_none());
-    }
 }

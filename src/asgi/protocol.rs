@@ -9,25 +9,29 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::header::{CONNECTION, CONTENT_LENGTH, CONTENT_TYPE, SERVER};
+use http::header::CONTENT_LENGTH;
 use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, Version};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict};
+use pyo3::types::{PyBool, PyBytes, PyDict};
 use tokio::runtime::Handle;
 use tokio::sync::mpsc::{self, error::TryRecvError, error::TrySendError};
 
 use crate::asgi::messages::{
-    as_dict, body_bytes, message_type, parse_response_body, parse_response_start,
-    parse_response_trailers, parse_trailers_flag, unpack_headers,
+    as_dict, message_type, parse_response_body, parse_response_start, parse_response_trailers,
+    parse_trailers_flag,
 };
-use crate::asgi::state::{LoopState, RequestBody, ResponsePhase, ResponseSender};
-use crate::asgi::waiters::{self, client_disconnected, Channel, Waiters};
+use crate::asgi::waiters::{self, client_disconnected, Channel};
+use crate::bridge::body::{InChunk, OutChunk, ResponseBody, RESPONSE_BODY_QUEUE};
+use crate::bridge::exchange::CloseGuard;
+use crate::bridge::http_state::{
+    HttpCloseGuard, HttpExchange, HttpState, RequestBody, ResponsePhase, ResponseSender,
+};
+use crate::bridge::relay::WakeRelay;
+use crate::bridge::waiters::Waiters;
 use crate::config::ServerConfig;
-use crate::http::body::{InChunk, OutChunk, ResponseBody, RESPONSE_BODY_QUEUE};
-use crate::http::exchange::{CloseGuard, Exchange};
-use crate::relay::WakeRelay;
+use crate::http::responses::{build_response, error_response};
 
 /// Loop-side things every protocol object needs; one per `Core`.
 pub struct LoopCtx {
@@ -50,7 +54,7 @@ pub struct RequestLine {
 
 #[pyclass(frozen, module = "ferrocorn._ferrocorn")]
 pub struct HttpProtocol {
-    ex: Arc<Exchange>,
+    pub(crate) ex: Arc<HttpExchange>,
     ctx: Arc<LoopCtx>,
     line: RequestLine,
     /// The drain batch this request belongs to until its response completes (relay.rs).
@@ -69,55 +73,6 @@ fn request_message<'py>(py: Python<'py>, body: &[u8], more: bool) -> PyResult<Bo
     d.set_item(intern!(py, "body"), PyBytes::new(py, body))?;
     d.set_item(intern!(py, "more_body"), PyBool::new(py, more))?;
     Ok(d)
-}
-
-/// Finish `response` and hand it to hyper. Adds `Server` and `--header` values.
-pub fn build_response(
-    config: &ServerConfig,
-    status: StatusCode,
-    mut headers: HeaderMap,
-    body: ResponseBody,
-) -> http::Response<ResponseBody> {
-    if config.server_header && !headers.contains_key(SERVER) {
-        headers.insert(SERVER, crate::http::headers::SERVER_NAME);
-    }
-    for (name, value) in &config.extra_headers {
-        headers.append(name.clone(), value.clone());
-    }
-    let mut response = http::Response::new(body);
-    *response.status_mut() = status;
-    *response.headers_mut() = headers;
-    response
-}
-
-/// A plain-text error response the server itself produces (500 when the app fails).
-pub fn error_response(
-    config: &ServerConfig,
-    status: StatusCode,
-    guard: Option<CloseGuard>,
-) -> http::Response<ResponseBody> {
-    // RFC 9110 renamed 413; the http crate still has the RFC 7231 name.
-    let renamed = (status == StatusCode::PAYLOAD_TOO_LARGE).then_some("Content Too Large");
-    let text = renamed.or(status.canonical_reason()).unwrap_or("Error");
-    let mut headers = HeaderMap::new();
-    headers.insert(
-        CONTENT_TYPE,
-        HeaderValue::from_static("text/plain; charset=utf-8"),
-    );
-    headers.insert(CONNECTION, HeaderValue::from_static("close"));
-    let mut response = build_response(
-        config,
-        status,
-        headers,
-        ResponseBody::full(Bytes::from_static(text.as_bytes()), guard),
-    );
-    if let Some(reason) = renamed {
-        // The HTTP/1 status line's reason phrase (HTTP/2 has none).
-        response
-            .extensions_mut()
-            .insert(hyper::ext::ReasonPhrase::from_static(reason.as_bytes()));
-    }
-    response
 }
 
 /// The app's Content-Length and the body it sends disagree.
@@ -152,15 +107,15 @@ fn declared_length(headers: &HeaderMap) -> PyResult<Option<u64>> {
 }
 
 /// What `receive()` has for the app right now.
-enum Incoming {
+pub(crate) enum Incoming {
     Request(Bytes, bool),
     Disconnect,
     Wait,
 }
 
-impl LoopState {
+impl HttpState {
     /// The next `receive()` event, moving the request body along.
-    fn next_incoming(&mut self, ex: &Exchange) -> Incoming {
+    pub(crate) fn next_incoming(&mut self, ex: &HttpExchange) -> Incoming {
         let st = self;
         match &mut st.body {
             RequestBody::Full(data) => {
@@ -217,12 +172,12 @@ impl LoopState {
     }
 }
 
-impl Channel for LoopState {
+impl Channel for HttpState {
     /// The next message for `receive()`, or None when it has to wait for tokio.
     fn next_message<'py>(
         &mut self,
         py: Python<'py>,
-        ex: &Exchange,
+        ex: &HttpExchange,
     ) -> PyResult<Option<Bound<'py, PyDict>>> {
         match self.next_incoming(ex) {
             Incoming::Request(data, more) => request_message(py, &data, more).map(Some),
@@ -241,7 +196,7 @@ impl Channel for LoopState {
 }
 
 impl HttpProtocol {
-    pub fn new(ex: Arc<Exchange>, ctx: Arc<LoopCtx>, line: RequestLine, batch: u64) -> Self {
+    pub fn new(ex: Arc<HttpExchange>, ctx: Arc<LoopCtx>, line: RequestLine, batch: u64) -> Self {
         HttpProtocol {
             ex,
             ctx,
@@ -250,7 +205,7 @@ impl HttpProtocol {
         }
     }
 
-    fn guard(&self) -> Option<CloseGuard> {
+    fn guard(&self) -> Option<HttpCloseGuard> {
         Some(CloseGuard::new(self.ex.clone()))
     }
 
@@ -264,7 +219,7 @@ impl HttpProtocol {
 
     /// The phase after the last body message: Complete, or waiting for the promised
     /// trailers (with the body stream still open when they can go out).
-    fn after_last_body(st: &LoopState, tx: Option<mpsc::Sender<OutChunk>>) -> ResponsePhase {
+    fn after_last_body(st: &HttpState, tx: Option<mpsc::Sender<OutChunk>>) -> ResponsePhase {
         if st.trailers {
             ResponsePhase::Trailers {
                 tx,
@@ -290,16 +245,16 @@ impl HttpProtocol {
     }
 
     /// tokio reported a change (body chunk, close): wake parked receivers.
-    pub fn on_receive_event(py: Python<'_>, ex: &Arc<Exchange>) -> PyResult<()> {
+    pub fn on_receive_event(py: Python<'_>, ex: &Arc<HttpExchange>) -> PyResult<()> {
         waiters::on_receive_event(py, ex)
     }
 
     /// tokio accepted (or refused) a backpressured body chunk.
-    pub fn on_send_done(py: Python<'_>, ex: &Arc<Exchange>) -> PyResult<()> {
+    pub fn on_send_done(py: Python<'_>, ex: &Arc<HttpExchange>) -> PyResult<()> {
         waiters::on_send_done(py, ex)
     }
 
-    fn response_done(&self, py: Python<'_>, st: &mut LoopState) -> PyResult<()> {
+    fn response_done(&self, py: Python<'_>, st: &mut HttpState) -> PyResult<()> {
         self.ctx.relay.leave_batch(&self.batch);
         // A receive() parked waiting for more (e.g. a disconnect watcher) now gets
         // http.disconnect: the spec's "after the response has been sent".
@@ -309,7 +264,7 @@ impl HttpProtocol {
     fn start_response(
         &self,
         py: Python<'_>,
-        st: &mut LoopState,
+        st: &mut HttpState,
         tx: ResponseSender,
         (status, mut headers): (StatusCode, HeaderMap),
         body: Bytes,
@@ -380,7 +335,7 @@ impl HttpProtocol {
     fn stream_chunk(
         &self,
         py: Python<'_>,
-        st: &mut LoopState,
+        st: &mut HttpState,
         body: Bytes,
         more_body: bool,
     ) -> PyResult<Py<PyAny>> {
@@ -420,7 +375,7 @@ impl HttpProtocol {
     fn send_trailers(
         &self,
         py: Python<'_>,
-        st: &mut LoopState,
+        st: &mut HttpState,
         headers: HeaderMap,
         more_trailers: bool,
     ) -> PyResult<Py<PyAny>> {
@@ -478,7 +433,7 @@ impl HttpProtocol {
 
     /// Send a server-made error response if nothing went out yet, or abort a started one.
     /// Returns what happened, for the log.
-    fn fail_response(&self, st: &mut LoopState) -> Option<&'static str> {
+    fn fail_response(&self, st: &mut HttpState) -> Option<&'static str> {
         match std::mem::replace(&mut st.response, ResponsePhase::Closed) {
             ResponsePhase::Idle(tx) | ResponsePhase::Held { tx, .. } => {
                 if self.ex.is_closed() || st.body_failed.is_some() {
@@ -489,11 +444,8 @@ impl HttpProtocol {
                     return None;
                 }
                 st.status = 500;
-                let _ = tx.send(error_response(
-                    &self.ctx.config,
-                    StatusCode::INTERNAL_SERVER_ERROR,
-                    self.guard(),
-                ));
+                let response = error_response(&self.ctx.config, StatusCode::INTERNAL_SERVER_ERROR);
+                let _ = tx.send(response.map(|text| ResponseBody::full(text, self.guard())));
                 Some("sent 500")
             }
             // Dropping the sender without a final chunk makes hyper abort the connection.
@@ -520,7 +472,7 @@ impl HttpProtocol {
     }
 
     /// `http.response.start` when the response has already started or ended.
-    fn start_out_of_turn(&self, st: &LoopState) -> PyErr {
+    pub(crate) fn start_out_of_turn(&self, st: &HttpState) -> PyErr {
         match st.response {
             ResponsePhase::Complete | ResponsePhase::Closed => client_disconnected(),
             _ => PyRuntimeError::new_err(
@@ -532,10 +484,10 @@ impl HttpProtocol {
 
     /// A validated `http.response.start`, for a response still Idle (the caller checked):
     /// held until the first body message (DESIGN.md point 5).
-    fn hold_start(
+    pub(crate) fn hold_start(
         &self,
         py: Python<'_>,
-        st: &mut LoopState,
+        st: &mut HttpState,
         status: StatusCode,
         headers: HeaderMap,
         trailers: bool,
@@ -565,10 +517,10 @@ impl HttpProtocol {
     }
 
     /// A validated `http.response.body`.
-    fn send_body(
+    pub(crate) fn send_body(
         &self,
         py: Python<'_>,
-        st: &mut LoopState,
+        st: &mut HttpState,
         body: Bytes,
         more_body: bool,
     ) -> PyResult<Py<PyAny>> {
@@ -611,7 +563,7 @@ impl HttpProtocol {
     }
 
     /// The first `receive()` answers `Expect: 100-continue`, not earlier.
-    fn receive_called(&self, st: &mut LoopState) {
+    pub(crate) fn receive_called(&self, st: &mut HttpState) {
         if !st.receive_called {
             st.receive_called = true;
             if let Some(start) = &self.ex.body_start {
@@ -621,7 +573,7 @@ impl HttpProtocol {
     }
 
     /// The app is done: stop reading the request body and forget parked futures.
-    fn release(&self, st: &mut LoopState) {
+    fn release(&self, st: &mut HttpState) {
         self.ctx.relay.leave_batch(&self.batch);
         st.body = RequestBody::Done;
         if let Some(start) = &self.ex.body_start {
@@ -638,33 +590,6 @@ impl HttpProtocol {
         let mut st = self.ex.state();
         self.receive_called(&mut st);
         waiters::receive(py, &self.ctx, &self.ex, &mut st)
-    }
-
-    /// `receive()` when its message is ready now, taken apart for Python to build (PyPy,
-    /// `_pypy_http.py`): the body (a bytearray) for `http.request`, with `more_body` from
-    /// `more_body_pending`; False for `http.disconnect`; None when the app has to wait: the
-    /// caller then awaits `receive`. The body is a bytearray, which Python turns into bytes:
-    /// under cpyext a bytes object made here costs far more (10 KiB: 3.7 µs against 0.66 µs
-    /// for bytearray + `bytes()`). It is returned alone, not in a tuple with the flag: PyPy
-    /// turning a C tuple that holds a 10 KiB bytearray into its own took ~10 µs more than
-    /// the bytearray alone (micro-benchmark), so the flag is a second call.
-    fn receive_ready<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
-        let mut st = self.ex.state();
-        self.receive_called(&mut st);
-        if st.waiters.receivers_waiting() {
-            return None; // earlier receivers are served first
-        }
-        match st.next_incoming(&self.ex) {
-            Incoming::Request(data, _) => Some(PyByteArray::new(py, &data).into_any()),
-            Incoming::Disconnect => Some(PyBool::new(py, false).to_owned().into_any()),
-            Incoming::Wait => None,
-        }
-    }
-
-    /// `more_body` of the chunk `receive_ready` just returned: the request body has not
-    /// ended yet (`next_incoming` marks it done with its last chunk).
-    fn more_body_pending(&self) -> bool {
-        !matches!(self.ex.state().body, RequestBody::Done)
     }
 
     fn send(&self, py: Python<'_>, message: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
@@ -694,49 +619,6 @@ impl HttpProtocol {
                  'http.response.start', 'http.response.body' or 'http.response.trailers')"
             ))),
         }
-    }
-
-    /// `send()` for an `http.response.start` already taken apart in Python (PyPy, see
-    /// `_pypy_http.py`): `status` 200-599 and the headers as `count` pairs packed
-    /// `name\0value\0name...`. None, with nothing changed, when the packing does not check
-    /// out (a NUL inside a field shifts the count) or a header is invalid: the caller then
-    /// passes the message itself to `send`, which names the fault.
-    fn send_start_packed(
-        &self,
-        py: Python<'_>,
-        status: u16,
-        headers: &[u8],
-        count: usize,
-        trailers: bool,
-    ) -> PyResult<Option<Py<PyAny>>> {
-        let Some(headers) = unpack_headers(headers, count) else {
-            return Ok(None);
-        };
-        let Some(status) = StatusCode::from_u16(status)
-            .ok()
-            .filter(|s| (200..=599).contains(&s.as_u16()))
-        else {
-            return Ok(None);
-        };
-        let mut st = self.ex.state();
-        if !matches!(st.response, ResponsePhase::Idle(_)) {
-            return Err(self.start_out_of_turn(&st));
-        }
-        self.hold_start(py, &mut st, status, headers, trailers)
-            .map(Some)
-    }
-
-    /// `send()` for an `http.response.body` already taken apart in Python (PyPy): `body`
-    /// bytes, or a bytearray copy of a large one (cheaper to read through cpyext).
-    fn send_body_bytes(
-        &self,
-        py: Python<'_>,
-        body: &Bound<'_, PyAny>,
-        more_body: bool,
-    ) -> PyResult<Py<PyAny>> {
-        let body = body_bytes(body, "body")?;
-        let mut st = self.ex.state();
-        self.send_body(py, &mut st, body, more_body)
     }
 
     /// The app returned. A str names a protocol fault for the error log.

@@ -25,7 +25,7 @@ use pyo3::types::{PyBool, PyString, PyTuple, PyType};
 use super::messages::type_name;
 use super::protocol::HttpProtocol;
 use super::websocket::WebSocketProtocol;
-use crate::errors::log_error;
+use crate::asgi::errors::log_error;
 
 /// The request's protocol object, resolved once so the outcome is reported without a
 /// Python method call. `Other` is any object with the same methods (tests use fakes).

@@ -7,9 +7,9 @@ use http::{HeaderName, Method, Version};
 use percent_encoding::percent_decode;
 use pyo3::intern;
 use pyo3::prelude::*;
-use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyString, PyTuple};
+use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 
-use crate::server::request::{ConnInfo, LocalAddr, PendingRequest, PendingWebSocket};
+use crate::bridge::pending::{ConnInfo, LocalAddr, PendingRequest, PendingWebSocket};
 use crate::tls::TlsInfo;
 
 /// Header names beyond this many distinct ones are not cached (a client sending random
@@ -115,64 +115,6 @@ impl ScopeFactory {
         }
         self.fill_common(py, &scope, head, &req.conn)?;
         Ok(scope)
-    }
-
-    /// PyPy: the `http` scope's per-request parts packed into one bytearray, which
-    /// `_pypy_scope.py` unpacks into the dict. Under PyPy each object the extension makes
-    /// or fills costs a C-API crossing: building the scope here took 2.9 µs, unpacking one
-    /// packed object in JIT-compiled Python 0.7 µs. A bytearray rather than bytes: cpyext
-    /// hands those over several times cheaper (150 bytes: 0.2 against 0.44 µs). Fields,
-    /// split by NUL: method, HTTP version, raw path, decoded path (empty when it equals the
-    /// raw path), query, client host, client port (both empty without a peer), server host
-    /// (the socket path on a Unix socket), server port (empty on a Unix socket), then header
-    /// name/value pairs.
-    ///
-    /// None for what the packing does not carry (TLS and HTTP/2, whose scopes have
-    /// extensions) and for a field holding a NUL, which would shift the others: `build`
-    /// makes those.
-    pub fn pack<'py>(
-        &self,
-        py: Python<'py>,
-        req: &PendingRequest,
-    ) -> Option<Bound<'py, PyByteArray>> {
-        let head = &req.head;
-        let conn = &req.conn;
-        if conn.tls.is_some() || head.version == Version::HTTP_2 {
-            return None;
-        }
-        let raw_path = head.uri.path().as_bytes();
-        let decoded = percent_decode(raw_path).decode_utf8_lossy();
-        let decoded = decoded.as_bytes();
-        let query = head.uri.query().unwrap_or("").as_bytes();
-        let mut out = Vec::with_capacity(128 + head.headers.len() * 48);
-        field(&mut out, head.method.as_str().as_bytes())?;
-        field(&mut out, http_version(head.version).as_bytes())?;
-        field(&mut out, raw_path)?;
-        field(&mut out, if decoded == raw_path { b"" } else { decoded })?;
-        field(&mut out, query)?;
-        match conn.peer {
-            Some(peer) => {
-                field(&mut out, conn.peer_host.as_bytes())?;
-                field(&mut out, peer.port().to_string().as_bytes())?;
-            }
-            None => out.extend_from_slice(b"\0\0"),
-        }
-        match &conn.local {
-            LocalAddr::Tcp(local) => {
-                field(&mut out, conn.local_host.as_bytes())?;
-                field(&mut out, local.port().to_string().as_bytes())?;
-            }
-            LocalAddr::Unix(path) => {
-                field(&mut out, path.as_bytes())?;
-                out.push(0);
-            }
-        }
-        for (name, value) in head.headers.iter() {
-            field(&mut out, name.as_str().as_bytes())?;
-            field(&mut out, value.as_bytes())?;
-        }
-        out.pop(); // the last field's separator
-        Some(PyByteArray::new(py, &out))
     }
 
     /// The `websocket` scope.
@@ -282,16 +224,6 @@ fn set_addresses(py: Python<'_>, scope: &Bound<'_, PyDict>, conn: &ConnInfo) -> 
     Ok(())
 }
 
-/// One field of a packed scope, and its separator; None if it holds the separator.
-fn field(out: &mut Vec<u8>, bytes: &[u8]) -> Option<()> {
-    if bytes.contains(&0) {
-        return None;
-    }
-    out.extend_from_slice(bytes);
-    out.push(0);
-    Some(())
-}
-
 /// `extensions["tls"]` (ASGI TLS extension), a fresh dict per request since apps may
 /// mutate it.
 fn tls_extension<'py>(
@@ -316,15 +248,6 @@ fn tls_extension<'py>(
     d.set_item(intern!(py, "tls_version"), tls.tls_version)?;
     d.set_item(intern!(py, "cipher_suite"), tls.cipher_suite)?;
     Ok(d)
-}
-
-fn http_version(version: Version) -> &'static str {
-    match version {
-        Version::HTTP_10 => "1.0",
-        Version::HTTP_2 => "2",
-        Version::HTTP_3 => "3",
-        _ => "1.1",
-    }
 }
 
 fn py_http_version(py: Python<'_>, version: Version) -> &Bound<'_, PyString> {

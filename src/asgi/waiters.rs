@@ -1,7 +1,6 @@
 //! Parking `receive()` and backpressured `send()` on asyncio futures until tokio reports
 //! progress. Shared by the HTTP and WebSocket protocol objects.
 
-use std::collections::VecDeque;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -12,29 +11,10 @@ use pyo3::types::PyDict;
 use tokio::sync::mpsc::{self, error::TrySendError};
 
 use crate::asgi::awaitable::Ready;
+use crate::asgi::errors::ClientDisconnected;
 use crate::asgi::protocol::LoopCtx;
-use crate::errors::ClientDisconnected;
-use crate::http::exchange::{Exchange, ExchangeState};
-
-/// The futures handed out by `receive()` and `send()` that tokio has yet to complete.
-#[derive(Default)]
-pub struct Waiters {
-    recv: VecDeque<Py<PyAny>>,
-    send: Option<Py<PyAny>>,
-    send_in_flight: bool,
-}
-
-impl Waiters {
-    /// Whether a `receive()` is parked: a new one queues behind it.
-    pub fn receivers_waiting(&self) -> bool {
-        !self.recv.is_empty()
-    }
-
-    pub fn clear(&mut self) {
-        self.recv.clear();
-        self.send = None;
-    }
-}
+use crate::bridge::exchange::{Exchange, ExchangeState};
+use crate::bridge::waiters::Waiters;
 
 /// A loop-side exchange state that can produce `receive()` messages.
 pub trait Channel: ExchangeState {
@@ -64,7 +44,7 @@ pub fn access_client_and_path(
 ) -> (String, String) {
     let client = peer
         .as_ref()
-        .map(crate::server::request::host_port)
+        .map(crate::bridge::pending::host_port)
         .unwrap_or_default();
     let path = uri
         .path_and_query()

@@ -17,67 +17,19 @@ use tokio::sync::oneshot;
 use crate::asgi::messages::{
     as_dict, body_bytes, message_type, parse_headers, parse_response_start, type_name,
 };
-use crate::asgi::protocol::{build_response, error_response, LoopCtx};
-use crate::asgi::waiters::{self, client_disconnected, Channel, Waiters};
-use crate::http::body::ResponseBody;
-use crate::http::exchange::{Exchange, ExchangeState};
-use crate::wakeup::Event;
+use crate::asgi::protocol::LoopCtx;
+use crate::asgi::waiters::{self, client_disconnected, Channel};
+use crate::bridge::body::ResponseBody;
+use crate::bridge::exchange::Exchange;
+use crate::bridge::waiters::Waiters;
+use crate::bridge::websocket::{CloseInfo, WsDecision, WsIn, WsOut, WsPhase, WsState};
+use crate::http::responses::build_response;
 use crate::ws::frame::close_code_allowed;
-use crate::ws::{CloseInfo, WsDecision, WsIn, WsOut};
 
 /// Outbound frames queued ahead of the socket before `send()` waits.
 const OUTBOUND_QUEUE: usize = 16;
 /// RFC 6455 §5.5: a close frame's payload is at most 125 bytes, 2 of them the code.
 const MAX_CLOSE_REASON: usize = 123;
-
-pub enum WsPhase {
-    /// Waiting for the app's `websocket.accept` / `websocket.close` / denial response.
-    Connecting(oneshot::Sender<WsDecision>),
-    /// Collecting a denial response (`websocket.http.response.*`).
-    Denying {
-        tx: oneshot::Sender<WsDecision>,
-        status: StatusCode,
-        headers: HeaderMap,
-        body: Vec<u8>,
-    },
-    Open(mpsc::Sender<WsOut>),
-    /// The app sent `websocket.close`.
-    Closing,
-    /// Refused, or the peer is gone.
-    Closed,
-}
-
-pub struct WsState {
-    phase: WsPhase,
-    inbound: mpsc::Receiver<WsIn>,
-    connect_sent: bool,
-    app_close: Option<CloseInfo>,
-    waiters: Waiters,
-    status: u16,
-}
-
-impl WsState {
-    pub fn new(decision: oneshot::Sender<WsDecision>, inbound: mpsc::Receiver<WsIn>) -> Self {
-        WsState {
-            phase: WsPhase::Connecting(decision),
-            inbound,
-            connect_sent: false,
-            app_close: None,
-            waiters: Waiters::default(),
-            status: 0,
-        }
-    }
-}
-
-impl ExchangeState for WsState {
-    fn receive_event(exchange: Arc<Exchange<Self>>) -> Event {
-        Event::WsReceive(exchange)
-    }
-
-    fn send_done_event(exchange: Arc<Exchange<Self>>) -> Event {
-        Event::WsSendDone(exchange)
-    }
-}
 
 fn simple_message<'py>(
     py: Python<'py>,
@@ -265,7 +217,7 @@ impl WebSocketProtocol {
         match std::mem::replace(&mut st.phase, WsPhase::Closed) {
             WsPhase::Connecting(tx) | WsPhase::Denying { tx, .. } => {
                 let response =
-                    error_response(&self.ctx.config, StatusCode::INTERNAL_SERVER_ERROR, None);
+                    ResponseBody::error(&self.ctx.config, StatusCode::INTERNAL_SERVER_ERROR);
                 let _ = self.reject(st, tx, response);
             }
             WsPhase::Open(tx) => self.close_from_server(tx, 1011),
@@ -384,8 +336,7 @@ impl WebSocketProtocol {
                 match std::mem::replace(&mut st.phase, WsPhase::Closed) {
                     WsPhase::Connecting(tx) => {
                         // Closing before accepting refuses the handshake with 403.
-                        let response =
-                            error_response(&self.ctx.config, StatusCode::FORBIDDEN, None);
+                        let response = ResponseBody::error(&self.ctx.config, StatusCode::FORBIDDEN);
                         self.reject(&mut st, tx, response)?;
                         st.app_close = Some(info);
                         waiters::resolve_receivers(py, &self.ex, &mut st)?;

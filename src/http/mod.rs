@@ -1,7 +1,8 @@
-//! Protocol-independent pieces of one request/response exchange, shared by tokio and the loop.
+//! HTTP rules as plain Rust, used by the tokio side: request-head checks (`h1_request`,
+//! `headers`), reading a request body within its limits (`body_reader`), and the responses the
+//! server makes itself (`responses`). No threads, no Python.
 
-pub mod body;
-pub mod exchange;
-pub mod h1_request;
-pub mod headers;
-pub mod limits;
+pub(crate) mod body_reader;
+pub(crate) mod h1_request;
+pub(crate) mod headers;
+pub(crate) mod responses;

@@ -13,15 +13,15 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
+use crate::bridge::pending::ConnInfo;
+use crate::bridge::relay::RelayExecutor;
 use crate::config::HttpMode;
-use crate::relay::RelayExecutor;
 use crate::server::cork::IoSignals;
 use crate::server::detect::{sniff, Replay};
 use crate::server::idle::{
     earliest, first_bytes_timeout, sleep_until_or_never, IdleCheck, IdleRules,
 };
 use crate::server::park::{park_due, wait_parked, PARK_AFTER};
-use crate::server::request::ConnInfo;
 use crate::server::service::{handle_h2_request, handle_request, ConnCtx};
 use crate::server::{ConnectionGuard, Lifecycle, ServerShared};
 
@@ -75,7 +75,7 @@ fn http1_builder(shared: &ServerShared, tls: bool) -> http1::Builder {
         builder.writev(false);
     }
     builder
-        .keep_alive(config.keep_alive)
+        .keep_alive(true)
         .half_close(false)
         .max_header_size(config.max_header_size)
         // Ours instead (see `IdleRules`): hyper's runs from the moment it waits for a head,

@@ -5,10 +5,10 @@ use std::sync::Arc;
 
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
-use crate::relay::Relayed;
+use crate::bridge::pending::ConnInfo;
+use crate::bridge::relay::Relayed;
 use crate::server::connection::{serve_connection, Protocol};
 use crate::server::cork::{Corked, IoSignals};
-use crate::server::request::ConnInfo;
 use crate::server::{ConnectionGuard, ServerShared};
 use crate::tls::{TlsInfo, TlsServer};
 

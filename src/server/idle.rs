@@ -10,7 +10,7 @@ use crate::server::service::IdleState;
 /// How long a new connection may stay silent before its first bytes: the keep-alive idle
 /// timeout, as for any idle connection, else the header read timeout.
 pub fn first_bytes_timeout(config: &ServerConfig) -> Option<Duration> {
-    earliest(config.keep_alive_timeout, config.header_read_timeout)
+    earliest(config.timeout_keep_alive, config.header_read_timeout)
 }
 
 /// The sooner of two optional limits (None: no limit).
@@ -56,7 +56,7 @@ pub enum IdleCheck {
 impl IdleRules {
     pub fn http1(config: &ServerConfig) -> Self {
         IdleRules {
-            keep_alive: config.keep_alive_timeout,
+            keep_alive: config.timeout_keep_alive,
             head: config.header_read_timeout,
             first_request: first_bytes_timeout(config),
         }
@@ -65,9 +65,9 @@ impl IdleRules {
     /// HTTP/2 has no request heads to time: streams come and go over one connection.
     pub fn http2(config: &ServerConfig) -> Self {
         IdleRules {
-            keep_alive: config.keep_alive_timeout,
+            keep_alive: config.timeout_keep_alive,
             head: None,
-            first_request: config.keep_alive_timeout,
+            first_request: config.timeout_keep_alive,
         }
     }
 
@@ -204,7 +204,7 @@ mod tests {
     #[test]
     fn http2_has_no_head_limit() {
         let config = ServerConfig {
-            keep_alive_timeout: Some(5 * S),
+            timeout_keep_alive: Some(5 * S),
             header_read_timeout: Some(S),
             ..Default::default()
         };

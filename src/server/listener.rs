@@ -5,8 +5,8 @@ use std::time::Duration;
 
 use tokio::net::{TcpListener, UnixListener};
 
+use crate::bridge::pending::{ConnInfo, LocalAddr};
 use crate::server::handshake::start_connection;
-use crate::server::request::{ConnInfo, LocalAddr};
 use crate::server::{AcceptLoopGuard, Lifecycle, ServerShared};
 
 pub enum Listener {

@@ -1,16 +1,18 @@
 //! The tokio side: accepting, serving connections with hyper, turning requests into events.
 //! Nothing in here touches Python.
 
-pub mod connection;
-pub mod cork;
-pub mod detect;
-pub mod handshake;
-pub mod idle;
-pub mod listener;
-pub mod park;
-pub mod request;
-pub mod service;
-pub mod stamp;
+pub(crate) mod body_pump;
+pub(crate) mod connection;
+pub(crate) mod cork;
+pub(crate) mod detect;
+pub(crate) mod handshake;
+pub(crate) mod idle;
+pub(crate) mod listener;
+pub(crate) mod park;
+pub(crate) mod runtime;
+pub(crate) mod service;
+pub(crate) mod stamp;
+pub(crate) mod websocket;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -18,9 +20,9 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
+use crate::bridge::relay::WakeRelay;
+use crate::bridge::wakeup::Wakeup;
 use crate::config::ServerConfig;
-use crate::relay::WakeRelay;
-use crate::wakeup::Wakeup;
 
 /// Where the server is in its life; connections and accept loops watch it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]

@@ -15,20 +15,20 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use tokio::sync::{mpsc, oneshot, Notify};
 
-use crate::asgi::protocol::error_response;
-use crate::asgi::state::{LoopState, RequestBody};
-use crate::http::body::{pump_request_body, BodyAborted, ResponseBody, REQUEST_BODY_QUEUE};
-use crate::http::exchange::{CloseGuard, Exchange};
+use crate::bridge::body::{BodyAborted, ResponseBody, REQUEST_BODY_QUEUE};
+use crate::bridge::exchange::{CloseGuard, Exchange};
+use crate::bridge::http_state::{HttpState, RequestBody};
+use crate::bridge::pending::{ConnInfo, PendingRequest};
+use crate::bridge::wakeup::{Event, Warning};
+use crate::http::body_reader::{BodyError, BodyReader, BodyWatch};
 use crate::http::h1_request::check_head;
 use crate::http::headers::{add_host_from_authority, expects_continue, h2_request_is_malformed};
-use crate::http::limits::{BodyError, BodyReader, BodyWatch};
+use crate::server::body_pump::pump_request_body;
 use crate::server::cork::IoSignals;
-use crate::server::request::{ConnInfo, PendingRequest};
 use crate::server::stamp::Stamp;
+use crate::server::websocket::handle_upgrade;
 use crate::server::ServerShared;
-use crate::wakeup::{Event, Warning};
 use crate::ws::handshake::is_upgrade;
-use crate::ws::session::handle_upgrade;
 
 pub struct ConnCtx {
     pub info: Arc<ConnInfo>,
@@ -217,7 +217,7 @@ pub async fn handle_request(
 ) -> Result<Response<TrackedBody>, Infallible> {
     let shared = &conn.shared;
     if !shared.admit_request() {
-        let response = error_response(&shared.config, StatusCode::SERVICE_UNAVAILABLE, None);
+        let response = ResponseBody::error(&shared.config, StatusCode::SERVICE_UNAVAILABLE);
         return Ok(TrackedBody::new(response, None, None));
     }
     let in_flight = InFlight::new(conn.clone());
@@ -232,12 +232,12 @@ fn refuse(
     why: std::fmt::Arguments<'_>,
 ) -> Response<ResponseBody> {
     warn_limit(conn, status, why);
-    error_response(&conn.shared.config, status, None)
+    ResponseBody::error(&conn.shared.config, status)
 }
 
 fn warn_limit(conn: &ConnCtx, status: StatusCode, why: std::fmt::Arguments<'_>) {
     let peer = match conn.info.peer {
-        Some(peer) => crate::server::request::host_port(&peer),
+        Some(peer) => crate::bridge::pending::host_port(&peer),
         None => "a Unix socket client".to_owned(),
     };
     let text = format!("{} from {peer}: {why}", status.as_u16());
@@ -266,7 +266,7 @@ fn warn_body_failed(conn: &ConnCtx, err: BodyError) {
                 "no request body data for --timeout-request-body ({}s) while the app waited \
                  for it (408, or the response aborted if it had started)",
                 config
-                    .request_body_timeout
+                    .timeout_request_body
                     .unwrap_or_default()
                     .as_secs_f64()
             ),
@@ -285,7 +285,7 @@ async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>) -> Responded {
     if req.version() != Version::HTTP_2 {
         if let Some(problem) = check_head(req.version(), req.headers(), size.is_some()) {
             // The client's mistake, like hyper's own 400s: answered, not logged.
-            return (error_response(config, problem.status(), None), None);
+            return (ResponseBody::error(config, problem.status()), None);
         }
     }
     if let Some(limit) = config.limit_request_line {
@@ -317,7 +317,7 @@ async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>) -> Responded {
             return (refuse(conn, StatusCode::PAYLOAD_TOO_LARGE, why), None);
         }
     }
-    let mut reader = BodyReader::new(body, config.limit_request_body, config.request_body_timeout);
+    let mut reader = BodyReader::new(body, config.limit_request_body, config.timeout_request_body);
     if !reader.is_complete() {
         conn.enter();
         reader.watch(conn.clone());
@@ -332,7 +332,7 @@ async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>) -> Responded {
                 Ok(data) => RequestBody::Full(data),
                 Err(err) => {
                     warn_body_failed(conn, err);
-                    return (error_response(config, err.status(), None), None);
+                    return (ResponseBody::error(config, err.status()), None);
                 }
             }
         }
@@ -347,7 +347,7 @@ async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>) -> Responded {
     let exchange = Arc::new(Exchange::new(
         shared.wakeup.clone(),
         body_start.clone(),
-        LoopState::new(request_body, response_tx, is_head),
+        HttpState::new(request_body, response_tx, is_head),
     ));
     // Only a streamed body can fail after dispatch; the others pay for no channel.
     let mut body_failed = None;
@@ -387,14 +387,14 @@ async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>) -> Responded {
         // Biased: a failed body is reported before the app can hear of it, so when both
         // are ready the 400/413/408 wins over whatever the app answered to the disconnect.
         biased;
-        err = failed => (error_response(config, err.status(), None), None),
+        err = failed => (ResponseBody::error(config, err.status()), None),
         response = response_rx => match response {
             Ok(response) => {
                 guard.disarm();
                 (response, body_failed)
             }
             // The loop side dropped the request without answering (server closing).
-            Err(_) => (error_response(config, StatusCode::SERVICE_UNAVAILABLE, None), None),
+            Err(_) => (ResponseBody::error(config, StatusCode::SERVICE_UNAVAILABLE), None),
         },
     }
 }

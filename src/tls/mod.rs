@@ -1,12 +1,11 @@
 //! TLS with rustls (ring provider): loading certificates and keys, building the server
-//! config, and describing each handshake for the ASGI TLS extension. Nothing here touches
-//! Python except `pyconfig`, the class Python uses to load a configuration at start-up.
+//! config, and describing each handshake for the ASGI TLS extension. No Python: the class
+//! Python loads a configuration through is `core::tls_config`.
 
-pub mod ciphers;
-pub mod info;
-pub mod keys;
-pub mod pyconfig;
-pub mod settings;
+pub(crate) mod ciphers;
+pub(crate) mod info;
+pub(crate) mod keys;
+pub(crate) mod settings;
 
-pub use info::TlsInfo;
-pub use settings::{ClientAuth, MinVersion, TlsOptions, TlsServer};
+pub(crate) use info::TlsInfo;
+pub(crate) use settings::TlsServer;

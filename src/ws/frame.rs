@@ -4,8 +4,6 @@
 //! Parsing checks everything that can be judged from one frame header; the rules that need
 //! the message state (continuations, fragment order) live in `stream`.
 
-/// Longest header a client can send: 2 bytes, 8 of extended length, 4 of mask.
-pub const MAX_CLIENT_HEADER: usize = 14;
 /// Longest header we send (server frames are not masked).
 pub const MAX_SERVER_HEADER: usize = 10;
 /// RFC 6455 §5.5: control frame payloads are at most 125 bytes.

@@ -16,19 +16,19 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, Interval};
 
-use crate::asgi::protocol::{build_response, error_response};
-use crate::asgi::websocket::WsState;
-use crate::http::body::ResponseBody;
-use crate::http::exchange::{CloseGuard, Exchange};
-use crate::server::request::PendingWebSocket;
+use crate::bridge::body::ResponseBody;
+use crate::bridge::exchange::{CloseGuard, Exchange};
+use crate::bridge::pending::PendingWebSocket;
+use crate::bridge::wakeup::Event;
+use crate::bridge::websocket::WsState;
+use crate::bridge::websocket::{CloseInfo, WsDecision, WsIn, WsOut};
+use crate::http::responses::build_response;
 use crate::server::service::ConnCtx;
 use crate::server::{Lifecycle, ServerShared};
-use crate::wakeup::Event;
 use crate::ws::deflate::{negotiate, DeflateParams, Deflater, Inflater};
 use crate::ws::frame::{close_payload, OpCode};
 use crate::ws::handshake::{accept_headers, subprotocols, version_supported, SWITCHING};
 use crate::ws::stream::{Incoming, ReadError, WsReader, WsWriter};
-use crate::ws::{CloseInfo, WsDecision, WsIn, WsOut};
 
 /// How long we wait for the peer's close frame after sending ours.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -44,7 +44,7 @@ pub async fn handle_upgrade(
     let config = &shared.config;
     if !version_supported(req.headers()) {
         // RFC 6455 §4.4: say which version we speak.
-        let mut response = error_response(config, StatusCode::UPGRADE_REQUIRED, None);
+        let mut response = ResponseBody::error(config, StatusCode::UPGRADE_REQUIRED);
         response
             .headers_mut()
             .insert(SEC_WEBSOCKET_VERSION, HeaderValue::from_static("13"));
@@ -92,7 +92,7 @@ pub async fn handle_upgrade(
             let Ok(mut response_headers) =
                 accept_headers(&key, subprotocol.as_deref(), extensions.as_deref())
             else {
-                return error_response(config, StatusCode::INTERNAL_SERVER_ERROR, None);
+                return ResponseBody::error(config, StatusCode::INTERNAL_SERVER_ERROR);
             };
             for (name, value) in &headers {
                 // Extensions change the framing, which is ours alone: an app's
@@ -134,7 +134,7 @@ pub async fn handle_upgrade(
             )
         }
         Ok(WsDecision::Reject(response)) => response,
-        Err(_) => error_response(config, StatusCode::SERVICE_UNAVAILABLE, None),
+        Err(_) => ResponseBody::error(config, StatusCode::SERVICE_UNAVAILABLE),
     }
 }
 

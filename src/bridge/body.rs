@@ -1,16 +1,19 @@
-//! Request bodies (tokio → app) and response bodies (app → hyper).
+//! The body chunks both threads pass: request body pieces (tokio → app) and the response
+//! body hyper writes (app → hyper).
 
 use std::pin::Pin;
-use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::HeaderMap;
+use http::{HeaderMap, StatusCode};
 use http_body::{Body, Frame, SizeHint};
-use tokio::sync::{mpsc, oneshot, Notify};
+use tokio::sync::mpsc;
 
-use crate::http::exchange::{CloseGuard, Exchange};
-use crate::http::limits::{BodyError, BodyReader, Consumer, Piece};
+use crate::bridge::exchange::CloseGuard;
+use crate::bridge::http_state::HttpState;
+use crate::config::ServerConfig;
+use crate::http::body_reader::BodyError;
+use crate::http::responses::error_response;
 
 /// Request body chunks in flight to the loop thread; the channel is bounded, so a slow app
 /// stops tokio reading, which stops the client through TCP flow control.
@@ -24,59 +27,6 @@ pub enum InChunk {
 }
 
 pub const REQUEST_BODY_QUEUE: usize = 4;
-
-/// Moves a streamed request body from hyper to the app's `receive()`. When the body fails,
-/// `failed` fires first (the service then answers 400/413/408, or aborts a response that
-/// already started), and only then does the app see `http.disconnect`, so its reaction cannot
-/// race that answer. Returns the failure, for the log.
-pub async fn pump_request_body(
-    mut reader: BodyReader,
-    tx: mpsc::Sender<InChunk>,
-    exchange: Arc<Exchange>,
-    start: Option<Arc<Notify>>,
-    failed: oneshot::Sender<BodyError>,
-) -> Option<BodyError> {
-    if let Some(start) = start {
-        // Expect: 100-continue — hyper answers 100 on the first poll, so wait for the app.
-        start.notified().await;
-        if tx.is_closed() {
-            return None; // The app finished without reading: never ask for the body.
-        }
-    }
-    // The idle timeout counts only while the app waits in receive(): a body held back by a
-    // busy app (backpressure) is not the client's fault.
-    let consumer = || {
-        if tx.is_closed() {
-            Consumer::Gone
-        } else if exchange.receive_waiting() {
-            Consumer::Waiting
-        } else {
-            Consumer::Busy
-        }
-    };
-    loop {
-        match reader.next(consumer).await {
-            Piece::Data { data, last } => {
-                if tx.send(InChunk::Data { data, last }).await.is_err() {
-                    return None; // The app is done with the request; drop the rest.
-                }
-                exchange.wake_receiver();
-                if last {
-                    return None;
-                }
-            }
-            Piece::Failed(err) => {
-                // Stop reading first: hyper then closes (HTTP/1) or resets (HTTP/2) the rest.
-                drop(reader);
-                let _ = failed.send(err);
-                let _ = tx.send(InChunk::Failed(err)).await;
-                exchange.wake_receiver();
-                return Some(err);
-            }
-            Piece::Abandoned => return None,
-        }
-    }
-}
 
 /// Response body chunks from `send()` to hyper.
 pub enum OutChunk {
@@ -104,7 +54,7 @@ enum Kind {
 /// body.
 pub struct ResponseBody {
     kind: Kind,
-    _guard: Option<CloseGuard>,
+    _guard: Option<CloseGuard<HttpState>>,
 }
 
 #[derive(Debug)]
@@ -119,14 +69,14 @@ impl std::fmt::Display for BodyAborted {
 impl std::error::Error for BodyAborted {}
 
 impl ResponseBody {
-    pub fn empty(guard: Option<CloseGuard>) -> Self {
+    pub fn empty(guard: Option<CloseGuard<HttpState>>) -> Self {
         ResponseBody {
             kind: Kind::Empty,
             _guard: guard,
         }
     }
 
-    pub fn full(data: Bytes, guard: Option<CloseGuard>) -> Self {
+    pub fn full(data: Bytes, guard: Option<CloseGuard<HttpState>>) -> Self {
         if data.is_empty() {
             return Self::empty(guard);
         }
@@ -136,7 +86,7 @@ impl ResponseBody {
         }
     }
 
-    pub fn stream(rx: mpsc::Receiver<OutChunk>, guard: Option<CloseGuard>) -> Self {
+    pub fn stream(rx: mpsc::Receiver<OutChunk>, guard: Option<CloseGuard<HttpState>>) -> Self {
         ResponseBody {
             kind: Kind::Stream {
                 rx,
@@ -148,6 +98,12 @@ impl ResponseBody {
 }
 
 impl ResponseBody {
+    /// A response the server makes itself (`http::responses::error_response`), with nothing
+    /// watching it.
+    pub(crate) fn error(config: &ServerConfig, status: StatusCode) -> http::Response<Self> {
+        error_response(config, status).map(|text| ResponseBody::full(text, None))
+    }
+
     /// Streamed from the app (chunks arrive over time), as opposed to one known body.
     pub fn is_streaming(&self) -> bool {
         matches!(self.kind, Kind::Stream { .. })

@@ -1,13 +1,17 @@
-//! Loop-thread state of one HTTP exchange (kept inside `Exchange`, locked only by the loop).
+//! The loop-side state of one HTTP exchange, kept inside its `Exchange` and locked only by
+//! the loop thread; tokio creates it with the request.
 
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::asgi::waiters::Waiters;
-use crate::http::body::{InChunk, OutChunk, ResponseBody};
+use crate::bridge::body::{InChunk, OutChunk, ResponseBody};
+use crate::bridge::exchange::{CloseGuard, Exchange, ExchangeState};
+use crate::bridge::waiters::Waiters;
+use crate::bridge::wakeup::Event;
 
 pub type ResponseSender = oneshot::Sender<http::Response<ResponseBody>>;
 
@@ -49,7 +53,7 @@ pub enum ResponsePhase {
     Closed,
 }
 
-pub struct LoopState {
+pub struct HttpState {
     pub body: RequestBody,
     pub response: ResponsePhase,
     /// Futures of parked `receive()` and backpressured `send()` calls.
@@ -71,9 +75,9 @@ pub struct LoopState {
     pub received_at: Instant,
 }
 
-impl LoopState {
+impl HttpState {
     pub fn new(body: RequestBody, tx: ResponseSender, is_head: bool) -> Self {
-        LoopState {
+        HttpState {
             body,
             response: ResponsePhase::Idle(tx),
             waiters: Waiters::default(),
@@ -95,3 +99,18 @@ impl LoopState {
         )
     }
 }
+
+impl ExchangeState for HttpState {
+    fn receive_event(exchange: Arc<Exchange<Self>>) -> Event {
+        Event::Receive(exchange)
+    }
+
+    fn send_done_event(exchange: Arc<Exchange<Self>>) -> Event {
+        Event::SendDone(exchange)
+    }
+}
+
+/// An HTTP request's exchange.
+pub type HttpExchange = Exchange<HttpState>;
+/// Marks an HTTP exchange closed when dropped (see `CloseGuard`).
+pub type HttpCloseGuard = CloseGuard<HttpState>;

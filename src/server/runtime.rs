@@ -6,7 +6,7 @@ use std::thread::JoinHandle;
 use tokio::runtime::{Builder, Handle};
 use tokio::sync::oneshot;
 
-use crate::wakeup::mark_io_thread;
+use crate::bridge::wakeup::mark_io_thread;
 
 pub struct IoRuntime {
     handle: Handle,

@@ -17,18 +17,19 @@ use std::sync::Arc;
 
 use crossbeam_queue::SegQueue;
 
-use crate::asgi::websocket::WsState;
-use crate::http::exchange::Exchange;
-use crate::server::request::{PendingRequest, PendingWebSocket};
+use crate::bridge::exchange::Exchange;
+use crate::bridge::http_state::HttpExchange;
+use crate::bridge::pending::{PendingRequest, PendingWebSocket};
+use crate::bridge::websocket::WsState;
 
 /// What tokio hands to the loop thread.
 pub enum Event {
     /// A new request to dispatch to the app.
     Request(Box<PendingRequest>),
     /// Something a pending `receive()` may be waiting for happened (body chunk, close).
-    Receive(Arc<Exchange>),
+    Receive(Arc<HttpExchange>),
     /// A `send()` that hit backpressure has been accepted (or failed) by tokio.
-    SendDone(Arc<Exchange>),
+    SendDone(Arc<HttpExchange>),
     /// A WebSocket handshake to offer to the app.
     WebSocket(Box<PendingWebSocket>),
     WsReceive(Arc<Exchange<WsState>>),

@@ -3,8 +3,9 @@
 use std::net::SocketAddr;
 use std::sync::Arc;
 
-use crate::asgi::websocket::WsState;
-use crate::http::exchange::Exchange;
+use crate::bridge::exchange::Exchange;
+use crate::bridge::http_state::HttpState;
+use crate::bridge::websocket::WsState;
 use crate::tls::TlsInfo;
 
 pub enum LocalAddr {
@@ -49,7 +50,7 @@ impl ConnInfo {
 pub struct PendingRequest {
     pub head: http::request::Parts,
     pub conn: Arc<ConnInfo>,
-    pub exchange: Arc<Exchange>,
+    pub exchange: Arc<Exchange<HttpState>>,
 }
 
 pub struct PendingWebSocket {
@@ -58,4 +59,20 @@ pub struct PendingWebSocket {
     pub exchange: Arc<Exchange<WsState>>,
     /// `Sec-WebSocket-Protocol` offers, in order.
     pub subprotocols: Vec<String>,
+}
+
+#[cfg(test)]
+impl PendingRequest {
+    /// A request with a fresh exchange whose response goes nowhere (unit tests).
+    pub(crate) fn for_test(head: http::request::Parts, conn: ConnInfo) -> Self {
+        use crate::bridge::http_state::{HttpState, RequestBody};
+        let (tx, _rx) = tokio::sync::oneshot::channel();
+        let wakeup = Arc::new(crate::bridge::wakeup::Wakeup::new().expect("an eventfd"));
+        let state = HttpState::new(RequestBody::Done, tx, false);
+        PendingRequest {
+            head,
+            conn: Arc::new(conn),
+            exchange: Arc::new(Exchange::new(wakeup, None, state)),
+        }
+    }
 }

@@ -1,4 +1,5 @@
-//! The state of one request/response exchange that both threads can see.
+//! The state of one exchange (an HTTP request and its response, or a WebSocket session)
+//! that both threads can see.
 //!
 //! tokio only touches the atomics; everything else (including Python futures) sits behind
 //! `state`, which only the loop thread locks (so the lock is never contended).
@@ -8,9 +9,8 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
 
-use crate::asgi::state::LoopState;
-use crate::wakeup::{Event, Wakeup};
-use crate::ws::CloseInfo;
+use crate::bridge::wakeup::{Event, Wakeup};
+use crate::bridge::websocket::CloseInfo;
 
 /// A `receive()` is parked on the loop and wants an `Event::Receive` on the next change.
 const RECV_WAITING: u8 = 1;
@@ -25,17 +25,7 @@ pub trait ExchangeState: Send + Sized + 'static {
     fn send_done_event(exchange: Arc<Exchange<Self>>) -> Event;
 }
 
-impl ExchangeState for LoopState {
-    fn receive_event(exchange: Arc<Exchange<Self>>) -> Event {
-        Event::Receive(exchange)
-    }
-
-    fn send_done_event(exchange: Arc<Exchange<Self>>) -> Event {
-        Event::SendDone(exchange)
-    }
-}
-
-pub struct Exchange<S: ExchangeState = LoopState> {
+pub struct Exchange<S: ExchangeState> {
     flags: AtomicU8,
     wakeup: Arc<Wakeup>,
     /// For streamed request bodies: the body pump waits on this before its first read when
@@ -117,7 +107,7 @@ impl<S: ExchangeState> Exchange<S> {
 /// Marks the exchange closed when dropped: held by hyper's service future until the response
 /// is handed over, then by the response body until hyper is done with it. Either drop means
 /// "no more can be sent", which is what `http.disconnect` and `ClientDisconnected` report.
-pub struct CloseGuard<S: ExchangeState = LoopState>(Option<Arc<Exchange<S>>>);
+pub struct CloseGuard<S: ExchangeState>(Option<Arc<Exchange<S>>>);
 
 impl<S: ExchangeState> CloseGuard<S> {
     pub fn new(exchange: Arc<Exchange<S>>) -> Self {

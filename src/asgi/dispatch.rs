@@ -1,0 +1,198 @@
+//! The loop side of the hand-off: the eventfd callback drains what tokio queued, builds each
+//! scope and protocol object and starts each app call (ARCHITECTURE.md, hot path steps 2–4).
+
+use std::sync::Arc;
+
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::asgi::errors::{log_error, log_warning};
+use crate::asgi::protocol::{HttpProtocol, LoopCtx, RequestLine};
+use crate::asgi::scope::ScopeFactory;
+use crate::asgi::spawn::{Runner, TaskSpawner};
+use crate::asgi::websocket::WebSocketProtocol;
+use crate::bridge::pending::{PendingRequest, PendingWebSocket};
+use crate::bridge::wakeup::{Event, Wakeup};
+
+/// The app and the runner it is called in.
+pub(crate) struct AppCall {
+    pub(crate) app: Py<PyAny>,
+    pub(crate) runner: Runner,
+}
+
+pub(crate) struct Dispatcher {
+    plain: AppCall,
+    /// The call that applies proxy headers, used only for requests that carry a forwarding
+    /// header (so the rest pay nothing for `--proxy-headers`).
+    forwarded: Option<AppCall>,
+    spawner: TaskSpawner,
+    #[cfg(PyPy)]
+    pypy: Option<crate::asgi::pypy::Starter>,
+    scope: ScopeFactory,
+    ctx: Arc<LoopCtx>,
+    wakeup: Arc<Wakeup>,
+}
+
+/// `Forwarded` or any `X-Forwarded-*` header. One pass over the names (requests carry few)
+/// is cheaper than five hash lookups.
+fn has_forwarding_header(headers: &http::HeaderMap) -> bool {
+    headers.keys().any(|name| {
+        let name = name.as_str().as_bytes();
+        name == b"forwarded" || name.starts_with(b"x-forwarded-")
+    })
+}
+
+impl Dispatcher {
+    pub(crate) fn new(
+        py: Python<'_>,
+        event_loop: &Bound<'_, PyAny>,
+        plain: AppCall,
+        forwarded: Option<AppCall>,
+        (root_path, state): (&str, Option<Py<PyDict>>),
+        ctx: Arc<LoopCtx>,
+        wakeup: Arc<Wakeup>,
+    ) -> PyResult<Self> {
+        let has_factory = !event_loop.call_method0("get_task_factory")?.is_none();
+        Ok(Dispatcher {
+            plain,
+            forwarded,
+            spawner: TaskSpawner::for_loop(py, event_loop, has_factory)?,
+            #[cfg(PyPy)]
+            pypy: crate::asgi::pypy::Starter::for_loop(
+                py,
+                event_loop,
+                has_factory,
+                root_path,
+                state.as_ref(),
+            )?,
+            scope: ScopeFactory::new(py, root_path, state)?,
+            ctx,
+            wakeup,
+        })
+    }
+
+    /// The eventfd callback: dispatch everything tokio queued since the last wake-up.
+    pub(crate) fn drain(&self, py: Python<'_>) {
+        let relay = &self.ctx.relay;
+        self.wakeup.reset();
+        relay.begin_batch();
+        while let Some(event) = self.wakeup.pop() {
+            relay.set_more_queued(!self.wakeup.is_empty());
+            let result = match event {
+                Event::Request(req) => self.dispatch(py, *req),
+                Event::Receive(ex) => HttpProtocol::on_receive_event(py, &ex),
+                Event::SendDone(ex) => HttpProtocol::on_send_done(py, &ex),
+                Event::WebSocket(req) => self.dispatch_websocket(py, *req),
+                Event::WsReceive(ex) => WebSocketProtocol::on_receive_event(py, &ex),
+                Event::WsSendDone(ex) => WebSocketProtocol::on_send_done(py, &ex),
+                Event::Warning(message) => log_warning(py, message.0.as_str()),
+            };
+            if let Err(err) = result {
+                log_error(py, "Error while dispatching a request", Some(err));
+            }
+        }
+        relay.end_batch();
+    }
+
+    /// Drop what is still queued (the core is closing), with the GIL.
+    pub(crate) fn discard_queued(&self) {
+        while self.wakeup.pop().is_some() {}
+    }
+
+    fn dispatch(&self, py: Python<'_>, req: PendingRequest) -> PyResult<()> {
+        let line = RequestLine {
+            method: req.head.method.clone(),
+            uri: req.head.uri.clone(),
+            version: req.head.version,
+            peer: req.conn.peer,
+        };
+        let proto = Bound::new(
+            py,
+            HttpProtocol::new(
+                req.exchange.clone(),
+                self.ctx.clone(),
+                line,
+                self.ctx.relay.join_batch(),
+            ),
+        )?;
+        let call = self.pick(&req.head.headers);
+        #[cfg(PyPy)]
+        if let Some(started) = self
+            .pypy_start(call)
+            .and_then(|(pypy, pair)| pypy.start_packed(py, pair, &req, &proto))
+        {
+            if started.is_err() {
+                proto.get().fail_internal();
+            }
+            return started;
+        }
+        let scope = self.scope.build(py, &req);
+        let started = self.start(py, call, scope, proto.as_any());
+        if started.is_err() {
+            proto.get().fail_internal();
+        }
+        started
+    }
+
+    fn dispatch_websocket(&self, py: Python<'_>, req: PendingWebSocket) -> PyResult<()> {
+        let proto = Bound::new(
+            py,
+            WebSocketProtocol::new(
+                req.exchange.clone(),
+                self.ctx.clone(),
+                req.head.uri.clone(),
+                req.conn.peer,
+            ),
+        )?;
+        let scope = self.scope.build_websocket(py, &req);
+        let call = self.pick(&req.head.headers);
+        let started = self.start(py, call, scope, proto.as_any());
+        if started.is_err() {
+            proto.get().fail_internal();
+        }
+        started
+    }
+
+    /// Create the app call inside its runner and start it as a task.
+    fn start(
+        &self,
+        py: Python<'_>,
+        call: &AppCall,
+        scope: PyResult<Bound<'_, PyDict>>,
+        proto: &Bound<'_, PyAny>,
+    ) -> PyResult<()> {
+        let scope = scope?;
+        #[cfg(PyPy)]
+        if let Some((pypy, pair)) = self.pypy_start(call) {
+            return pypy.start(py, pair, &scope, proto);
+        }
+        let body = call.runner.make(py, &call.app, scope, proto)?;
+        self.spawner.spawn(py, body)
+    }
+
+    /// PyPy: the starter and the call's (app, runner), when the call starts through it (a
+    /// Python runner on a loop without a task factory).
+    #[cfg(PyPy)]
+    #[allow(clippy::type_complexity)]
+    fn pypy_start<'a>(
+        &'a self,
+        call: &'a AppCall,
+    ) -> Option<(
+        &'a crate::asgi::pypy::Starter,
+        (&'a Py<PyAny>, &'a Py<PyAny>),
+    )> {
+        match (&self.pypy, &call.runner) {
+            (Some(pypy), Runner::Python(runner)) => Some((pypy, (&call.app, runner))),
+            _ => None,
+        }
+    }
+
+    /// The plain call, or the proxy-headers one when the request carries a forwarding
+    /// header.
+    fn pick(&self, headers: &http::HeaderMap) -> &AppCall {
+        match &self.forwarded {
+            Some(call) if has_forwarding_header(headers) => call,
+            _ => &self.plain,
+        }
+    }
+}

@@ -1,0 +1,199 @@
+//! The byte packings PyPy's fast path uses to cross cpyext in one object: the `http` scope's
+//! per-request fields (unpacked by python/ferrocorn/_pypy/scope.py) and the headers of an
+//! `http.response.start` (packed by python/ferrocorn/_pypy/http.py). Pure Rust.
+
+use http::{HeaderMap, Version};
+use percent_encoding::percent_decode;
+
+use crate::bridge::pending::{LocalAddr, PendingRequest};
+use crate::http::headers::{response_header_name, response_header_value};
+
+/// The `http` scope's per-request parts, NUL-separated: method, HTTP version, raw path,
+/// decoded path (empty when it equals the raw path), query, client host, client port (both
+/// empty without a peer), server host (the socket path on a Unix socket), server port (empty
+/// on a Unix socket), then header name/value pairs. Building the scope dict from Rust took
+/// 2.9 µs under PyPy, unpacking one packed object in JIT-compiled Python 0.7 µs.
+///
+/// None for what the packing does not carry (TLS and HTTP/2, whose scopes have
+/// extensions) and for a field holding a NUL, which would shift the others: the dict
+/// builder (`asgi::scope`) makes those.
+pub(crate) fn pack_scope(req: &PendingRequest) -> Option<Vec<u8>> {
+    let head = &req.head;
+    let conn = &req.conn;
+    if conn.tls.is_some() || head.version == Version::HTTP_2 {
+        return None;
+    }
+    let raw_path = head.uri.path().as_bytes();
+    let decoded = percent_decode(raw_path).decode_utf8_lossy();
+    let decoded = decoded.as_bytes();
+    let query = head.uri.query().unwrap_or("").as_bytes();
+    let mut out = Vec::with_capacity(128 + head.headers.len() * 48);
+    field(&mut out, head.method.as_str().as_bytes())?;
+    field(&mut out, http_version(head.version).as_bytes())?;
+    field(&mut out, raw_path)?;
+    field(&mut out, if decoded == raw_path { b"" } else { decoded })?;
+    field(&mut out, query)?;
+    match conn.peer {
+        Some(peer) => {
+            field(&mut out, conn.peer_host.as_bytes())?;
+            field(&mut out, peer.port().to_string().as_bytes())?;
+        }
+        None => out.extend_from_slice(b"\0\0"),
+    }
+    match &conn.local {
+        LocalAddr::Tcp(local) => {
+            field(&mut out, conn.local_host.as_bytes())?;
+            field(&mut out, local.port().to_string().as_bytes())?;
+        }
+        LocalAddr::Unix(path) => {
+            field(&mut out, path.as_bytes())?;
+            out.push(0);
+        }
+    }
+    for (name, value) in head.headers.iter() {
+        field(&mut out, name.as_str().as_bytes())?;
+        field(&mut out, value.as_bytes())?;
+    }
+    out.pop(); // the last field's separator
+    Some(out)
+}
+
+fn http_version(version: Version) -> &'static str {
+    match version {
+        Version::HTTP_10 => "1.0",
+        Version::HTTP_2 => "2",
+        Version::HTTP_3 => "3",
+        _ => "1.1",
+    }
+}
+
+/// One field of a packed scope, and its separator; None if it holds the separator.
+fn field(out: &mut Vec<u8>, bytes: &[u8]) -> Option<()> {
+    if bytes.contains(&0) {
+        return None;
+    }
+    out.extend_from_slice(bytes);
+    out.push(0);
+    Some(())
+}
+
+/// Headers packed as `count` pairs `name\0value\0name\0value`. None if the packing does not
+/// check out (a NUL inside a name or value makes more fields than `2 * count`) or a header
+/// is invalid: the caller falls back to the message itself, whose parse names the fault.
+pub(crate) fn unpack_headers(packed: &[u8], count: usize) -> Option<HeaderMap> {
+    let mut map = HeaderMap::with_capacity(count + 2);
+    if count == 0 {
+        return packed.is_empty().then_some(map);
+    }
+    let mut fields = packed.split(|&b| b == 0);
+    for _ in 0..count {
+        let name = response_header_name(fields.next()?).ok()?;
+        let value = response_header_value(fields.next()?).ok()?;
+        map.append(name, value);
+    }
+    fields.next().is_none().then_some(map)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::net::SocketAddr;
+    use std::sync::Arc;
+
+    use super::*;
+    use crate::bridge::pending::ConnInfo;
+
+    fn request(target: &str, headers: &[(&str, &[u8])], local: LocalAddr) -> PendingRequest {
+        let mut builder = http::Request::builder().method("GET").uri(target);
+        for (name, value) in headers {
+            builder = builder.header(*name, http::HeaderValue::from_bytes(value).unwrap());
+        }
+        let (head, ()) = builder.body(()).unwrap().into_parts();
+        let peer: SocketAddr = "127.0.0.1:40000".parse().unwrap();
+        PendingRequest::for_test(head, ConnInfo::new(Some(peer), local))
+    }
+
+    fn tcp() -> LocalAddr {
+        LocalAddr::Tcp("127.0.0.1:8000".parse().unwrap())
+    }
+
+    fn fields(packed: &[u8]) -> Vec<&[u8]> {
+        packed.split(|&b| b == 0).collect()
+    }
+
+    #[test]
+    fn packs_the_fields_in_order() {
+        let req = request("/a%20b?x=1", &[("host", b"h"), ("x-a", b"1")], tcp());
+        let packed = pack_scope(&req).expect("packable");
+        let expected: Vec<&[u8]> = vec![
+            b"GET",
+            b"1.1",
+            b"/a%20b",
+            b"/a b",
+            b"x=1",
+            b"127.0.0.1",
+            b"40000",
+            b"127.0.0.1",
+            b"8000",
+            b"host",
+            b"h",
+            b"x-a",
+            b"1",
+        ];
+        assert_eq!(fields(&packed), expected);
+    }
+
+    #[test]
+    fn an_undecoded_path_is_left_empty_and_a_unix_socket_has_no_port() {
+        let req = request("/plain", &[], LocalAddr::Unix(Arc::from("/tmp/s.sock")));
+        let packed = pack_scope(&req).expect("packable");
+        let f = fields(&packed);
+        assert_eq!(f[3], b"");
+        assert_eq!(&f[7..9], [&b"/tmp/s.sock"[..], b""]);
+        assert_eq!(f.len(), 9);
+    }
+
+    #[test]
+    fn a_nul_after_decoding_is_not_packed() {
+        let req = request("/a%00b", &[], tcp());
+        assert!(pack_scope(&req).is_none());
+    }
+
+    #[test]
+    fn unpacks_pairs_in_order() {
+        let map = unpack_headers(
+            b"content-type\0text/plain\0set-cookie\0a=1\0Set-Cookie\0b=2",
+            3,
+        )
+        .expect("valid packing");
+        assert_eq!(map.len(), 3);
+        assert_eq!(map["content-type"], "text/plain");
+        let cookies: Vec<_> = map.get_all("set-cookie").iter().collect();
+        assert_eq!(cookies, ["a=1", "b=2"]);
+    }
+
+    #[test]
+    fn empty_packing_is_no_headers() {
+        assert_eq!(unpack_headers(b"", 0).map(|m| m.len()), Some(0));
+        // Fields where none were announced, or an empty name, are refused.
+        assert!(unpack_headers(b"x\0y", 0).is_none());
+        assert!(unpack_headers(b"", 1).is_none());
+        // An empty value is a valid header.
+        assert_eq!(unpack_headers(b"x-empty\0", 1).map(|m| m.len()), Some(1));
+    }
+
+    #[test]
+    fn a_nul_inside_a_field_is_refused_not_realigned() {
+        // ("a", "x\0b") and ("c", "d") packed: five fields for two pairs.
+        assert!(unpack_headers(b"a\0x\0b\0c\0d", 2).is_none());
+        // ("a", "x\0b") alone: three fields for one pair.
+        assert!(unpack_headers(b"a\0x\0b", 1).is_none());
+        // Too few fields.
+        assert!(unpack_headers(b"a", 1).is_none());
+    }
+
+    #[test]
+    fn invalid_names_and_values_are_refused() {
+        assert!(unpack_headers(b"bad name\0v", 1).is_none());
+        assert!(unpack_headers(b"x\0a\r\nSet-Cookie: y", 1).is_none());
+    }
+}

@@ -1,0 +1,104 @@
+//! What a WebSocket session and its app exchange: the messages each way, the app's decision
+//! on the handshake, and the loop-side state kept in the session's `Exchange`.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use http::{HeaderMap, StatusCode};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::bridge::body::ResponseBody;
+use crate::bridge::exchange::{Exchange, ExchangeState};
+use crate::bridge::waiters::Waiters;
+use crate::bridge::wakeup::Event;
+
+/// From the client, through a bounded channel (`max_queue`), to the app's `receive()`.
+pub enum WsIn {
+    /// Valid UTF-8 (checked by the reader).
+    Text(Bytes),
+    Binary(Bytes),
+}
+
+/// From the app's `send()` to the socket.
+pub enum WsOut {
+    Text(String),
+    Binary(Bytes),
+    Close { code: u16, reason: String },
+}
+
+/// The app's answer to `websocket.connect`.
+pub enum WsDecision {
+    Accept {
+        subprotocol: Option<String>,
+        headers: HeaderMap,
+        outbound: mpsc::Receiver<WsOut>,
+    },
+    /// 403 for a close before accept, or the app's denial response.
+    Reject(http::Response<ResponseBody>),
+}
+
+/// How the session ended, as `websocket.disconnect` reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CloseInfo {
+    pub code: u16,
+    pub reason: String,
+}
+
+impl CloseInfo {
+    /// 1006: the connection was lost without a close frame (never sent on the wire).
+    pub fn abnormal() -> Self {
+        CloseInfo {
+            code: 1006,
+            reason: String::new(),
+        }
+    }
+}
+
+pub enum WsPhase {
+    /// Waiting for the app's `websocket.accept` / `websocket.close` / denial response.
+    Connecting(oneshot::Sender<WsDecision>),
+    /// Collecting a denial response (`websocket.http.response.*`).
+    Denying {
+        tx: oneshot::Sender<WsDecision>,
+        status: StatusCode,
+        headers: HeaderMap,
+        body: Vec<u8>,
+    },
+    Open(mpsc::Sender<WsOut>),
+    /// The app sent `websocket.close`.
+    Closing,
+    /// Refused, or the peer is gone.
+    Closed,
+}
+
+pub struct WsState {
+    pub(crate) phase: WsPhase,
+    pub(crate) inbound: mpsc::Receiver<WsIn>,
+    pub(crate) connect_sent: bool,
+    pub(crate) app_close: Option<CloseInfo>,
+    pub(crate) waiters: Waiters,
+    pub(crate) status: u16,
+}
+
+impl WsState {
+    pub fn new(decision: oneshot::Sender<WsDecision>, inbound: mpsc::Receiver<WsIn>) -> Self {
+        WsState {
+            phase: WsPhase::Connecting(decision),
+            inbound,
+            connect_sent: false,
+            app_close: None,
+            waiters: Waiters::default(),
+            status: 0,
+        }
+    }
+}
+
+impl ExchangeState for WsState {
+    fn receive_event(exchange: Arc<Exchange<Self>>) -> Event {
+        Event::WsReceive(exchange)
+    }
+
+    fn send_done_event(exchange: Arc<Exchange<Self>>) -> Event {
+        Event::WsSendDone(exchange)
+    }
+}

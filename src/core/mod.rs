@@ -1,0 +1,238 @@
+//! `Core`: one worker's server, as Python drives it: built from the `Config` (`options`),
+//! it owns the tokio runtime and the listeners, starts, stops accepting, drains and closes.
+//! What happens per request is the dispatcher's (asgi/dispatch.rs) and the tokio side's.
+
+pub(crate) mod options;
+pub(crate) mod tls_config;
+
+use std::os::fd::FromRawFd;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use pyo3::exceptions::{PyOSError, PyRuntimeError};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
+
+use crate::asgi::dispatch::{AppCall, Dispatcher};
+use crate::asgi::protocol::LoopCtx;
+use crate::asgi::spawn::Runner;
+use crate::bridge::wakeup::Wakeup;
+use crate::server::listener::{accept_loop, Listener};
+use crate::server::runtime::IoRuntime;
+use crate::server::{Lifecycle, ServerShared};
+use options::Options;
+
+enum PendingListener {
+    Tcp(std::net::TcpListener),
+    Unix(std::os::unix::net::UnixListener, Arc<str>),
+}
+
+/// How long `stop_accepting` waits for the accept loops (they stop at their next poll; this
+/// only bounds a runtime that is stuck).
+const ACCEPT_LOOPS_STOP_LIMIT: Duration = Duration::from_secs(5);
+
+/// The loop callback that hands batched wake-ups to tokio (see relay.rs).
+#[pyclass(frozen, module = "ferrocorn._ferrocorn")]
+struct RelayFlush(Arc<crate::bridge::relay::WakeRelay>);
+
+#[pymethods]
+impl RelayFlush {
+    fn __call__(&self) {
+        self.0.flush();
+    }
+}
+
+#[pyclass(frozen, module = "ferrocorn._ferrocorn")]
+pub(crate) struct Core {
+    /// Turns what tokio queues into app calls (loop side).
+    dispatcher: Dispatcher,
+    event_loop: Py<PyAny>,
+    shared: Arc<ServerShared>,
+    runtime: Mutex<Option<IoRuntime>>,
+    listeners: Mutex<Vec<PendingListener>>,
+    started: Mutex<bool>,
+}
+
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+impl Core {
+    fn take_runtime(&self) -> Option<IoRuntime> {
+        lock(&self.runtime).take()
+    }
+}
+
+#[pymethods]
+impl Core {
+    /// `runner`: what each app call runs inside (asgi/spawn.rs `Runner`); `config`: the
+    /// Python `Config`, read through `options::Options`; the `forwarded_*` pair serves
+    /// requests that carry a forwarding header (`--proxy-headers`).
+    #[new]
+    #[pyo3(signature = (app, event_loop, runner, config, *, forwarded_app=None, forwarded_runner=None, state=None))]
+    #[allow(clippy::too_many_arguments)]
+    fn new(
+        py: Python<'_>,
+        app: Py<PyAny>,
+        event_loop: Py<PyAny>,
+        runner: Py<PyAny>,
+        config: Options,
+        forwarded_app: Option<Py<PyAny>>,
+        forwarded_runner: Option<Py<PyAny>>,
+        state: Option<Py<PyDict>>,
+    ) -> PyResult<Self> {
+        let server_config = Arc::new(config.server_config(py)?);
+        let wakeup = Arc::new(Wakeup::new().map_err(|e| PyOSError::new_err(e.to_string()))?);
+        let parked = wakeup.clone();
+        let runtime = IoRuntime::start(config.runtime_threads.max(1), move || parked.flush())
+            .map_err(|e| PyOSError::new_err(format!("cannot start the I/O runtime: {e}")))?;
+        let loop_ref = event_loop.bind(py);
+        let shared = Arc::new(ServerShared::new(server_config.clone(), wakeup.clone()));
+        let ctx = Arc::new(LoopCtx {
+            create_future: loop_ref.getattr("create_future")?.unbind(),
+            runtime: runtime.handle().clone(),
+            config: server_config,
+            relay: shared.relay.clone(),
+            done: {
+                let done = loop_ref.call_method0("create_future")?;
+                done.call_method1("set_result", (py.None(),))?;
+                done.unbind()
+            },
+        });
+        let plain = AppCall {
+            app,
+            runner: Runner::new(py, runner),
+        };
+        let forwarded = forwarded_app
+            .zip(forwarded_runner)
+            .map(|(app, runner)| AppCall {
+                app,
+                runner: Runner::new(py, runner),
+            });
+        let dispatcher = Dispatcher::new(
+            py,
+            loop_ref,
+            plain,
+            forwarded,
+            (&config.root_path, state),
+            ctx,
+            wakeup,
+        )?;
+        Ok(Core {
+            dispatcher,
+            event_loop,
+            shared,
+            runtime: Mutex::new(Some(runtime)),
+            listeners: Mutex::new(Vec::new()),
+            started: Mutex::new(false),
+        })
+    }
+
+    /// Takes ownership of `fd`, a bound and listening TCP socket.
+    fn listen_tcp(&self, fd: i32) -> PyResult<()> {
+        // SAFETY: the caller hands over a listening socket it no longer uses.
+        let listener = unsafe { std::net::TcpListener::from_raw_fd(fd) };
+        listener.set_nonblocking(true)?;
+        lock(&self.listeners).push(PendingListener::Tcp(listener));
+        Ok(())
+    }
+
+    /// Takes ownership of `fd`, a bound and listening Unix socket at `path`.
+    fn listen_unix(&self, fd: i32, path: &str) -> PyResult<()> {
+        // SAFETY: as for listen_tcp.
+        let listener = unsafe { std::os::unix::net::UnixListener::from_raw_fd(fd) };
+        listener.set_nonblocking(true)?;
+        lock(&self.listeners).push(PendingListener::Unix(listener, Arc::from(path)));
+        Ok(())
+    }
+
+    fn start(slf: &Bound<'_, Self>) -> PyResult<()> {
+        let this = slf.get();
+        let mut started = lock(&this.started);
+        if *started {
+            return Err(PyRuntimeError::new_err(
+                "the server core is already started",
+            ));
+        }
+        let runtime = lock(&this.runtime);
+        let Some(runtime) = runtime.as_ref() else {
+            return Err(PyRuntimeError::new_err("the server core is closed"));
+        };
+        let handle = runtime.handle();
+        let _enter = handle.enter();
+        let mut listeners = Vec::new();
+        for pending in lock(&this.listeners).drain(..) {
+            listeners.push(match pending {
+                PendingListener::Tcp(l) => Listener::Tcp(tokio::net::TcpListener::from_std(l)?),
+                PendingListener::Unix(l, path) => {
+                    Listener::Unix(tokio::net::UnixListener::from_std(l)?, path)
+                }
+            });
+        }
+        this.event_loop.bind(slf.py()).call_method1(
+            "add_reader",
+            (this.shared.wakeup.fd(), slf.getattr("drain")?),
+        )?;
+        // Wake-ups of connection tasks from this thread are batched from here on.
+        crate::bridge::relay::mark_loop_thread();
+        let relay = this.shared.relay.clone();
+        handle.spawn(relay.clone().run());
+        let flush = Py::new(slf.py(), RelayFlush(relay.clone()))?;
+        relay.set_scheduler(
+            this.event_loop
+                .bind(slf.py())
+                .getattr("call_soon")?
+                .unbind(),
+            flush.into_any(),
+        );
+        for listener in listeners {
+            let registered = this.shared.track_accept_loop();
+            handle.spawn(accept_loop(listener, this.shared.clone(), registered));
+        }
+        *started = true;
+        Ok(())
+    }
+
+    /// The eventfd callback (asgi/dispatch.rs).
+    fn drain(&self, py: Python<'_>) {
+        self.dispatcher.drain(py);
+    }
+
+    /// Closes the listeners, and returns once the accept loops have stopped: a connection
+    /// accepted after `active_connections()` was read would otherwise be dropped unanswered.
+    fn stop_accepting(&self, py: Python<'_>) {
+        self.shared.set_lifecycle(Lifecycle::StopAccepting);
+        let shared = &self.shared;
+        py.detach(|| shared.wait_accept_loops_ended(ACCEPT_LOOPS_STOP_LIMIT));
+    }
+
+    fn shutdown(&self) {
+        self.shared.set_lifecycle(Lifecycle::Draining);
+    }
+
+    fn active_connections(&self) -> usize {
+        self.shared.active_connections()
+    }
+
+    /// Requests received since start (for `--limit-max-requests`).
+    fn total_requests(&self) -> u64 {
+        self.shared.requests_total()
+    }
+
+    fn close(&self, py: Python<'_>) -> PyResult<()> {
+        self.shared.relay.flush();
+        self.shared.set_lifecycle(Lifecycle::Closing);
+        if std::mem::take(&mut *lock(&self.started)) {
+            let _ = self
+                .event_loop
+                .bind(py)
+                .call_method1("remove_reader", (self.shared.wakeup.fd(),));
+        }
+        if let Some(mut runtime) = self.take_runtime() {
+            py.detach(move || runtime.stop());
+        }
+        // Requests queued but never dispatched: drop them here, with the GIL.
+        self.dispatcher.discard_queued();
+        Ok(())
+    }
+}

@@ -1,0 +1,146 @@
+//! The server's options, read straight from the Python `Config` object (python/ferrocorn/
+//! config.py), which validates them and holds their defaults. Each field is the `Config`
+//! attribute of the same name: adding an option touches `Config`, the CLI, the README and
+//! the field here that reads it, nothing else.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+use super::tls_config::TlsConfig;
+use crate::config::{Http2Settings, HttpMode, ServerConfig};
+use crate::http::headers::{response_header_name, response_header_value};
+use crate::server::connection::alpn_protocols;
+use crate::ws::WsConfig;
+
+/// What the core reads of a `Config`.
+#[derive(FromPyObject)]
+pub(crate) struct Options {
+    pub(crate) root_path: String,
+    server_header: bool,
+    date_header: bool,
+    /// `--header` values as (lowercase name, value) bytes.
+    encoded_headers: Vec<(Vec<u8>, Vec<u8>)>,
+    max_header_size: usize,
+    max_headers: usize,
+    body_preread_limit: u64,
+    header_read_timeout: Option<f64>,
+    timeout_keep_alive: Option<f64>,
+    limit_concurrency: Option<usize>,
+    limit_request_body: Option<u64>,
+    timeout_request_body: Option<f64>,
+    limit_request_line: Option<usize>,
+    pub(crate) runtime_threads: usize,
+    tls: Option<Py<TlsConfig>>,
+    http: String,
+    http2_max_concurrent_streams: u32,
+    http2_initial_stream_window_size: u32,
+    http2_initial_connection_window_size: u32,
+    http2_max_frame_size: u32,
+    http2_max_header_list_size: u32,
+    http2_keep_alive_interval: Option<f64>,
+    http2_keep_alive_timeout: Option<f64>,
+    ws: String,
+    ws_max_size: usize,
+    ws_max_queue: usize,
+    ws_ping_interval: Option<f64>,
+    ws_ping_timeout: Option<f64>,
+    ws_per_message_deflate: bool,
+}
+
+impl Options {
+    /// The tokio side's configuration. `Config` has validated the values already; what is
+    /// checked again here is what a caller that builds the core by hand could get wrong.
+    pub(crate) fn server_config(&self, py: Python<'_>) -> PyResult<ServerConfig> {
+        let http = http_mode(&self.http)?;
+        let http2 = Http2Settings {
+            max_concurrent_streams: self.http2_max_concurrent_streams,
+            initial_stream_window_size: self.http2_initial_stream_window_size,
+            initial_connection_window_size: self.http2_initial_connection_window_size,
+            max_frame_size: self.http2_max_frame_size,
+            max_header_list_size: self.http2_max_header_list_size,
+            keep_alive_interval: seconds(
+                "http2_keep_alive_interval",
+                self.http2_keep_alive_interval,
+            )?,
+            keep_alive_timeout: seconds("http2_keep_alive_timeout", self.http2_keep_alive_timeout)?
+                .unwrap_or(Http2Settings::default().keep_alive_timeout),
+        };
+        let tls = self.tls.as_ref().map(|t| {
+            let t = t.borrow(py);
+            Arc::new(
+                t.loaded
+                    .with_alpn(alpn_protocols(http), t.handshake_timeout),
+            )
+        });
+        Ok(ServerConfig {
+            server_header: self.server_header,
+            date_header: self.date_header,
+            extra_headers: extra_headers(&self.encoded_headers)?,
+            max_header_size: self.max_header_size,
+            max_headers: self.max_headers,
+            body_preread_limit: self.body_preread_limit,
+            header_read_timeout: seconds("header_read_timeout", self.header_read_timeout)?,
+            timeout_keep_alive: seconds("timeout_keep_alive", self.timeout_keep_alive)?,
+            limit_concurrency: self.limit_concurrency,
+            limit_request_body: self.limit_request_body.filter(|&n| n > 0),
+            timeout_request_body: seconds("timeout_request_body", self.timeout_request_body)?,
+            limit_request_line: self.limit_request_line.filter(|&n| n > 0),
+            http,
+            http2,
+            tls,
+            ws: WsConfig {
+                enabled: self.ws != "none",
+                max_size: self.ws_max_size,
+                max_queue: self.ws_max_queue,
+                ping_interval: seconds("ws_ping_interval", self.ws_ping_interval)?,
+                ping_timeout: seconds("ws_ping_timeout", self.ws_ping_timeout)?,
+                per_message_deflate: self.ws_per_message_deflate,
+            },
+        })
+    }
+}
+
+fn extra_headers(
+    headers: &[(Vec<u8>, Vec<u8>)],
+) -> PyResult<Vec<(http::HeaderName, http::HeaderValue)>> {
+    headers
+        .iter()
+        .map(|(name, value)| {
+            let name = response_header_name(name).map_err(|_| {
+                PyValueError::new_err(format!(
+                    "invalid header name {:?}",
+                    String::from_utf8_lossy(name)
+                ))
+            })?;
+            let value = response_header_value(value)
+                .map_err(|_| PyValueError::new_err(format!("invalid value for header {name}")))?;
+            Ok((name, value))
+        })
+        .collect()
+}
+
+/// A timeout in seconds from Python: None or 0 disables it.
+pub(crate) fn seconds(name: &str, value: Option<f64>) -> PyResult<Option<Duration>> {
+    match value {
+        None => Ok(None),
+        Some(0.0) => Ok(None),
+        Some(t) if t.is_finite() && t > 0.0 => Ok(Some(Duration::from_secs_f64(t))),
+        Some(t) => Err(PyValueError::new_err(format!(
+            "{name} must be a non-negative number of seconds, got {t}"
+        ))),
+    }
+}
+
+fn http_mode(value: &str) -> PyResult<HttpMode> {
+    match value {
+        "auto" => Ok(HttpMode::Auto),
+        "1" | "1.1" => Ok(HttpMode::Http1),
+        "2" => Ok(HttpMode::Http2),
+        other => Err(PyValueError::new_err(format!(
+            "invalid http {other:?}: expected \"auto\", \"1\" or \"2\""
+        ))),
+    }
+}
