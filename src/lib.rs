@@ -17,6 +17,8 @@ mod bridge;
 mod config;
 mod core;
 mod http;
+#[cfg(test)]
+mod layers;
 mod server;
 mod tls;
 mod ws;

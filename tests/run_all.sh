@@ -13,7 +13,17 @@ ROOT=$(pwd)
 INTERPRETERS=${INTERPRETERS:-"python3 pypy3"}
 PYTEST_ARGS=${PYTEST_ARGS:-"-q -ra"}
 
-echo "== cargo test"
+echo "== style gate: cargo fmt, clippy on the CPython and PyPy builds"
+cargo fmt --check
+PYO3_PYTHON=$(command -v python3) cargo clippy --quiet --all-targets -- -D warnings
+if [[ " $INTERPRETERS " == *" pypy3 "* ]]; then
+    # Its own target directory: the PyPy build's pyo3 config differs, and sharing one would
+    # rebuild everything on each switch.
+    PYO3_PYTHON=$(command -v pypy3) CARGO_TARGET_DIR="$ROOT/target/pypy-clippy" \
+        cargo clippy --quiet --all-targets -- -D warnings
+fi
+
+echo "== cargo test (unit tests, and the layer rules of ARCHITECTURE.md: src/layers.rs)"
 PYO3_PYTHON=$(command -v python3) cargo test --quiet
 
 echo "== fuzz (short run; the stable smoke test when cargo-fuzz cannot be used)"

@@ -1,4 +1,4 @@
-//! `AppRun`: the task body of one request (DESIGN.md, hot path point 4) as a Rust object.
+//! `AppRun`: the built-in runner of one app call (ARCHITECTURE.md, hot path step 4).
 //!
 //! asyncio's `Task` steps it like a coroutine (`__next__`/`send`/`throw`/`close`): it calls
 //! `app(scope, receive, send)`, passes every value the app's coroutine yields through to the
@@ -90,9 +90,9 @@ enum Step<'py> {
 #[pyclass(frozen, module = "ferrocorn._ferrocorn")]
 pub struct AppRun {
     app: Py<PyAny>,
-    /// A Python task wrapper (access log, metrics, proxy headers) run as
-    /// `wrapper(app, scope, proto)` in place of the app; it reports the outcome itself.
-    wrapper: Option<Py<PyAny>>,
+    /// A Python runner (access log, metrics, proxy headers) run as
+    /// `runner(app, scope, proto)` in place of the app; it reports the outcome itself.
+    runner: Option<Py<PyAny>>,
     scope: Py<PyAny>,
     proto: Proto,
     /// What is stepped: the app's coroutine, or the iterator its `__await__` returned.
@@ -112,17 +112,17 @@ pub enum Handoff {
 }
 
 impl AppRun {
-    /// The task body for `proto` (an `HttpProtocol`, a `WebSocketProtocol`, or an object
-    /// with their methods): it runs `app`, or `wrapper(app, scope, proto)` when given.
+    /// The runner for `proto` (an `HttpProtocol`, a `WebSocketProtocol`, or an object with
+    /// their methods): it runs `app`, or the Python `runner(app, scope, proto)` when given.
     pub fn new(
         app: Py<PyAny>,
-        wrapper: Option<Py<PyAny>>,
+        runner: Option<Py<PyAny>>,
         scope: Py<PyAny>,
         proto: &Bound<'_, PyAny>,
     ) -> Self {
         AppRun {
             app,
-            wrapper,
+            runner,
             scope,
             proto: Proto::from_any(proto),
             inner: OnceLock::new(),
@@ -135,9 +135,9 @@ impl AppRun {
     /// iterator from `__await__` for any other awaitable.
     fn start<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyAny>> {
         let proto = self.proto.as_any(py);
-        if let Some(wrapper) = &self.wrapper {
+        if let Some(runner) = &self.runner {
             let awaitable =
-                wrapper
+                runner
                     .bind(py)
                     .call1((self.app.bind(py), self.scope.bind(py), proto))?;
             return awaitable_iterator(awaitable);
@@ -221,8 +221,8 @@ impl AppRun {
     fn finish(&self, py: Python<'_>, outcome: Step<'_>) -> Option<Py<PyAny>> {
         self.finished.store(true, Ordering::Relaxed);
         match outcome {
-            // The wrapper reported the app's outcome itself.
-            Step::Return | Step::Yield(_) if self.wrapper.is_some() => {}
+            // The Python runner reported the app's outcome itself.
+            Step::Return | Step::Yield(_) if self.runner.is_some() => {}
             Step::Return | Step::Yield(_) => match self.proto.complete(py) {
                 Ok(Some(fault)) => log_error(py, &fault, None),
                 Ok(None) => {}
@@ -235,8 +235,8 @@ impl AppRun {
             }
             Step::Raise(err) => {
                 let exc = err.into_value(py).into_bound(py).into_any();
-                let message = if self.wrapper.is_some() {
-                    "Exception in the task wrapper of an ASGI application"
+                let message = if self.runner.is_some() {
+                    "Exception in the Python runner of an ASGI application"
                 } else {
                     "Exception in ASGI application"
                 };

@@ -2,7 +2,7 @@
 //!
 //! tokio pushes events and writes the eventfd only when no wake-up is already pending, so a
 //! burst of requests costs one wake-up. The loop thread reads the eventfd, clears the flag and
-//! then drains everything queued (DESIGN.md, hot path points 1–2).
+//! then drains everything queued (ARCHITECTURE.md, hot path steps 1–2).
 //!
 //! On the I/O runtime's own threads the wake-up is also held back until the thread is about to
 //! park (`flush`, from tokio's `on_thread_park`) or `MAX_HELD` events are waiting: everything
