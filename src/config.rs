@@ -9,7 +9,7 @@ use crate::tls::TlsServer;
 
 /// `--http`: which protocols a connection may speak.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum HttpMode {
+pub(crate) enum HttpMode {
     /// HTTP/1.1, plus HTTP/2 by ALPN on TLS or by the prior-knowledge preface on cleartext.
     Auto,
     Http1,
@@ -18,7 +18,7 @@ pub enum HttpMode {
 
 /// HTTP/2 connection settings (`--http2-*`).
 #[derive(Clone, Debug)]
-pub struct Http2Settings {
+pub(crate) struct Http2Settings {
     pub max_concurrent_streams: u32,
     pub initial_stream_window_size: u32,
     pub initial_connection_window_size: u32,
@@ -46,7 +46,7 @@ impl Default for Http2Settings {
 use crate::ws::WsConfig;
 
 #[derive(Clone, Debug)]
-pub struct ServerConfig {
+pub(crate) struct ServerConfig {
     /// Add `Server: ferrocorn` unless the app set its own.
     pub server_header: bool,
     /// Let hyper add a cached `Date` header.

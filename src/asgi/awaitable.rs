@@ -4,12 +4,12 @@ use pyo3::exceptions::PyStopIteration;
 use pyo3::prelude::*;
 
 #[pyclass(module = "ferrocorn._ferrocorn")]
-pub struct Ready {
+pub(crate) struct Ready {
     value: Option<Py<PyAny>>,
 }
 
 impl Ready {
-    pub fn new(value: Option<Py<PyAny>>) -> Self {
+    pub(crate) fn new(value: Option<Py<PyAny>>) -> Self {
         Ready { value }
     }
 }

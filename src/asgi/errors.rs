@@ -28,7 +28,7 @@ fn error_logger(py: Python<'_>) -> PyResult<&Bound<'_, PyAny>> {
 
 /// Logs on "ferrocorn.error", with a traceback when an exception is given. If logging itself
 /// fails (a broken handler), the failure goes to stderr rather than being lost.
-pub fn log_error(py: Python<'_>, message: &str, exc: Option<PyErr>) {
+pub(crate) fn log_error(py: Python<'_>, message: &str, exc: Option<PyErr>) {
     let logged = error_logger(py).and_then(|logger| match exc {
         Some(exc) => {
             let kwargs = PyDict::new(py);
@@ -45,7 +45,7 @@ pub fn log_error(py: Python<'_>, message: &str, exc: Option<PyErr>) {
 }
 
 /// Logs a warning on "ferrocorn.error".
-pub fn log_warning(py: Python<'_>, message: &str) -> PyResult<()> {
+pub(crate) fn log_warning(py: Python<'_>, message: &str) -> PyResult<()> {
     error_logger(py)?
         .call_method1("warning", (message,))
         .map(drop)

@@ -31,7 +31,7 @@ use pyo3::types::{PyDict, PyString, PyType};
 use super::runner::{AppRun, Handoff};
 
 /// What the loop thread needs to start and initialise request tasks.
-pub struct LazyTasks {
+pub(crate) struct LazyTasks {
     request_task: Py<PyType>,
     /// `asyncio.Task.__init__`, called on an already allocated `RequestTask`.
     task_init: Py<PyAny>,
@@ -56,7 +56,7 @@ thread_local! {
 }
 
 impl LazyTasks {
-    pub fn new(py: Python<'_>, event_loop: &Bound<'_, PyAny>, name: &str) -> PyResult<Self> {
+    pub(crate) fn new(py: Python<'_>, event_loop: &Bound<'_, PyAny>, name: &str) -> PyResult<Self> {
         let asyncio = py.import("asyncio")?;
         let tasks = py.import("asyncio.tasks")?;
         let request_task = py
@@ -76,7 +76,7 @@ impl LazyTasks {
 
     /// Runs `body`'s first step now, under a placeholder task, and initialises that task
     /// only if the request outlives the step or something holds the task.
-    pub fn start(self: &Arc<Self>, py: Python<'_>, body: Bound<'_, AppRun>) -> PyResult<()> {
+    pub(crate) fn start(self: &Arc<Self>, py: Python<'_>, body: Bound<'_, AppRun>) -> PyResult<()> {
         let task = self.allocate(py)?;
         // SAFETY: returns a new reference to a copy of the current context (or NULL with
         // an exception set).
@@ -166,7 +166,7 @@ impl LazyTasks {
 /// Called by `RequestTask` methods that need a real task: initialises `task` if it is the
 /// placeholder of the first step running now. Any other task is left alone.
 #[pyfunction]
-pub fn promote_request_task(py: Python<'_>, task: &Bound<'_, PyAny>) -> PyResult<()> {
+pub(crate) fn promote_request_task(py: Python<'_>, task: &Bound<'_, PyAny>) -> PyResult<()> {
     let pending = EAGER.with(|slot| match slot.borrow().as_ref() {
         Some(step) if !step.initialised && step.task.bind(py).is(task) => Some((
             step.tasks.clone(),

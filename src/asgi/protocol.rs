@@ -34,7 +34,7 @@ use crate::config::ServerConfig;
 use crate::http::responses::{build_response, error_response};
 
 /// Loop-side things every protocol object needs; one per `Core`.
-pub struct LoopCtx {
+pub(crate) struct LoopCtx {
     pub create_future: Py<PyAny>,
     pub runtime: Handle,
     pub config: Arc<ServerConfig>,
@@ -45,7 +45,7 @@ pub struct LoopCtx {
 }
 
 /// What the access log needs; moved out of the request head before the scope is built.
-pub struct RequestLine {
+pub(crate) struct RequestLine {
     pub method: Method,
     pub uri: Uri,
     pub version: Version,
@@ -53,7 +53,7 @@ pub struct RequestLine {
 }
 
 #[pyclass(frozen, module = "ferrocorn._ferrocorn")]
-pub struct HttpProtocol {
+pub(crate) struct HttpProtocol {
     pub(crate) ex: Arc<HttpExchange>,
     ctx: Arc<LoopCtx>,
     line: RequestLine,
@@ -196,7 +196,12 @@ impl Channel for HttpState {
 }
 
 impl HttpProtocol {
-    pub fn new(ex: Arc<HttpExchange>, ctx: Arc<LoopCtx>, line: RequestLine, batch: u64) -> Self {
+    pub(crate) fn new(
+        ex: Arc<HttpExchange>,
+        ctx: Arc<LoopCtx>,
+        line: RequestLine,
+        batch: u64,
+    ) -> Self {
         HttpProtocol {
             ex,
             ctx,
@@ -245,12 +250,12 @@ impl HttpProtocol {
     }
 
     /// tokio reported a change (body chunk, close): wake parked receivers.
-    pub fn on_receive_event(py: Python<'_>, ex: &Arc<HttpExchange>) -> PyResult<()> {
+    pub(crate) fn on_receive_event(py: Python<'_>, ex: &Arc<HttpExchange>) -> PyResult<()> {
         waiters::on_receive_event(py, ex)
     }
 
     /// tokio accepted (or refused) a backpressured body chunk.
-    pub fn on_send_done(py: Python<'_>, ex: &Arc<HttpExchange>) -> PyResult<()> {
+    pub(crate) fn on_send_done(py: Python<'_>, ex: &Arc<HttpExchange>) -> PyResult<()> {
         waiters::on_send_done(py, ex)
     }
 
@@ -465,7 +470,7 @@ impl HttpProtocol {
     }
 
     /// The request could not be handed to the app: answer 500 (or abort) and clean up.
-    pub fn fail_internal(&self) {
+    pub(crate) fn fail_internal(&self) {
         let mut st = self.ex.state();
         self.fail_response(&mut st);
         self.release(&mut st);
@@ -622,7 +627,7 @@ impl HttpProtocol {
     }
 
     /// The app returned. A str names a protocol fault for the error log.
-    pub fn complete(&self) -> Option<&'static str> {
+    pub(crate) fn complete(&self) -> Option<&'static str> {
         let mut st = self.ex.state();
         let fault = match &st.response {
             ResponsePhase::Idle(_) => self
@@ -652,7 +657,7 @@ impl HttpProtocol {
     }
 
     /// The app raised. Returns whether the exception deserves an error log.
-    pub fn fail(&self, py: Python<'_>, exc: &Bound<'_, PyAny>) -> bool {
+    pub(crate) fn fail(&self, py: Python<'_>, exc: &Bound<'_, PyAny>) -> bool {
         let mut st = self.ex.state();
         self.fail_response(&mut st);
         self.release(&mut st);

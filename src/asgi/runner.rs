@@ -14,7 +14,9 @@
 
 use std::borrow::Cow;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Mutex, OnceLock};
+#[cfg(not(PyPy))]
+use std::sync::Mutex;
+use std::sync::OnceLock;
 
 use pyo3::exceptions::asyncio::CancelledError;
 use pyo3::exceptions::{PyAttributeError, PyRuntimeError, PyStopIteration, PyTypeError};
@@ -88,7 +90,7 @@ enum Step<'py> {
 }
 
 #[pyclass(frozen, module = "ferrocorn._ferrocorn")]
-pub struct AppRun {
+pub(crate) struct AppRun {
     app: Py<PyAny>,
     /// A Python runner (access log, metrics, proxy headers) run as
     /// `runner(app, scope, proto)` in place of the app; it reports the outcome itself.
@@ -98,13 +100,16 @@ pub struct AppRun {
     /// What is stepped: the app's coroutine, or the iterator its `__await__` returned.
     inner: OnceLock<Py<PyAny>>,
     finished: AtomicBool,
-    /// Set when the first step ran eagerly, outside the task (lazy_task.rs): what that step
-    /// gave, handed to the task at its own first step instead of resuming the app again.
+    /// Set when the first step ran eagerly, outside the task (lazy_task.rs, CPython only):
+    /// what that step gave, handed to the task at its own first step instead of resuming the
+    /// app again.
+    #[cfg(not(PyPy))]
     handoff: Mutex<Option<Handoff>>,
 }
 
 /// The outcome of an eager first step, waiting for the task's first step.
-pub enum Handoff {
+#[cfg(not(PyPy))]
+pub(crate) enum Handoff {
     /// The app waits on this (usually a future): the task must see it yielded.
     Yielded(Py<PyAny>),
     /// The app already finished.
@@ -114,7 +119,7 @@ pub enum Handoff {
 impl AppRun {
     /// The runner for `proto` (an `HttpProtocol`, a `WebSocketProtocol`, or an object with
     /// their methods): it runs `app`, or the Python `runner(app, scope, proto)` when given.
-    pub fn new(
+    pub(crate) fn new(
         app: Py<PyAny>,
         runner: Option<Py<PyAny>>,
         scope: Py<PyAny>,
@@ -127,6 +132,7 @@ impl AppRun {
             proto: Proto::from_any(proto),
             inner: OnceLock::new(),
             finished: AtomicBool::new(false),
+            #[cfg(not(PyPy))]
             handoff: Mutex::new(None),
         }
     }
@@ -158,6 +164,7 @@ impl AppRun {
         value: Option<&Bound<'_, PyAny>>,
         throw: Option<&Bound<'_, PyTuple>>,
     ) -> PyResult<Option<Py<PyAny>>> {
+        #[cfg(not(PyPy))]
         if let Some(handoff) = self.take_handoff() {
             match handoff {
                 Handoff::Finished => return Ok(None),
@@ -201,15 +208,18 @@ impl AppRun {
 
     /// Runs the first step outside any task (the caller has made a placeholder task
     /// current): `Some` is what the app yielded, `None` that it finished.
-    pub fn step_eagerly(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
+    #[cfg(not(PyPy))]
+    pub(crate) fn step_eagerly(&self, py: Python<'_>) -> PyResult<Option<Py<PyAny>>> {
         self.resume(py, None, None)
     }
 
     /// What the task's first step returns instead of resuming the app.
-    pub fn set_handoff(&self, handoff: Handoff) {
+    #[cfg(not(PyPy))]
+    pub(crate) fn set_handoff(&self, handoff: Handoff) {
         *self.handoff.lock().unwrap_or_else(|p| p.into_inner()) = Some(handoff);
     }
 
+    #[cfg(not(PyPy))]
     fn take_handoff(&self) -> Option<Handoff> {
         self.handoff
             .lock()

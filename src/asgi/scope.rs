@@ -16,7 +16,7 @@ use crate::tls::TlsInfo;
 /// names must not grow memory).
 const HEADER_NAME_CACHE_MAX: usize = 512;
 
-pub struct ScopeFactory {
+pub(crate) struct ScopeFactory {
     /// Scopes start as a copy of these: the constant keys already hold their values and the
     /// others exist (as None), so filling them in never resizes the dict.
     http_template: Py<PyDict>,
@@ -32,7 +32,11 @@ pub struct ScopeFactory {
 }
 
 impl ScopeFactory {
-    pub fn new(py: Python<'_>, root_path: &str, state: Option<Py<PyDict>>) -> PyResult<Self> {
+    pub(crate) fn new(
+        py: Python<'_>,
+        root_path: &str,
+        state: Option<Py<PyDict>>,
+    ) -> PyResult<Self> {
         // `{"version": "3.0", "spec_version": "2.5"}`, shared by every scope: it is constant.
         let asgi = PyDict::new(py);
         asgi.set_item("version", "3.0")?;
@@ -91,7 +95,7 @@ impl ScopeFactory {
     }
 
     /// The `http` scope.
-    pub fn build<'py>(
+    pub(crate) fn build<'py>(
         &self,
         py: Python<'py>,
         req: &PendingRequest,
@@ -118,7 +122,7 @@ impl ScopeFactory {
     }
 
     /// The `websocket` scope.
-    pub fn build_websocket<'py>(
+    pub(crate) fn build_websocket<'py>(
         &self,
         py: Python<'py>,
         req: &PendingWebSocket,

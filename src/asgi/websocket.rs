@@ -103,7 +103,7 @@ impl Channel for WsState {
 }
 
 #[pyclass(frozen, module = "ferrocorn._ferrocorn")]
-pub struct WebSocketProtocol {
+pub(crate) struct WebSocketProtocol {
     ex: Arc<Exchange<WsState>>,
     ctx: Arc<LoopCtx>,
     uri: Uri,
@@ -184,7 +184,7 @@ fn payload(message: &Bound<'_, PyDict>) -> PyResult<WsOut> {
 }
 
 impl WebSocketProtocol {
-    pub fn new(
+    pub(crate) fn new(
         ex: Arc<Exchange<WsState>>,
         ctx: Arc<LoopCtx>,
         uri: Uri,
@@ -193,11 +193,11 @@ impl WebSocketProtocol {
         WebSocketProtocol { ex, ctx, uri, peer }
     }
 
-    pub fn on_receive_event(py: Python<'_>, ex: &Arc<Exchange<WsState>>) -> PyResult<()> {
+    pub(crate) fn on_receive_event(py: Python<'_>, ex: &Arc<Exchange<WsState>>) -> PyResult<()> {
         waiters::on_receive_event(py, ex)
     }
 
-    pub fn on_send_done(py: Python<'_>, ex: &Arc<Exchange<WsState>>) -> PyResult<()> {
+    pub(crate) fn on_send_done(py: Python<'_>, ex: &Arc<Exchange<WsState>>) -> PyResult<()> {
         waiters::on_send_done(py, ex)
     }
 
@@ -239,7 +239,7 @@ impl WebSocketProtocol {
     }
 
     /// The handshake could not be handed to the app: refuse it with 500.
-    pub fn fail_internal(&self) {
+    pub(crate) fn fail_internal(&self) {
         let mut st = self.ex.state();
         self.server_error(&mut st);
         self.release(&mut st);
@@ -462,7 +462,7 @@ impl WebSocketProtocol {
     }
 
     /// The app returned: refuse an unanswered handshake (500), close an open socket (1000).
-    pub fn complete(&self) -> Option<&'static str> {
+    pub(crate) fn complete(&self) -> Option<&'static str> {
         let mut st = self.ex.state();
         let fault = match std::mem::replace(&mut st.phase, WsPhase::Closed) {
             phase @ (WsPhase::Connecting(_) | WsPhase::Denying { .. }) => {
@@ -484,7 +484,7 @@ impl WebSocketProtocol {
         fault
     }
 
-    pub fn fail(&self, py: Python<'_>, exc: &Bound<'_, PyAny>) -> bool {
+    pub(crate) fn fail(&self, py: Python<'_>, exc: &Bound<'_, PyAny>) -> bool {
         let mut st = self.ex.state();
         self.server_error(&mut st);
         self.release(&mut st);

@@ -17,7 +17,7 @@ use crate::http::responses::error_response;
 
 /// Request body chunks in flight to the loop thread; the channel is bounded, so a slow app
 /// stops tokio reading, which stops the client through TCP flow control.
-pub enum InChunk {
+pub(crate) enum InChunk {
     Data {
         data: Bytes,
         last: bool,
@@ -26,10 +26,10 @@ pub enum InChunk {
     Failed(BodyError),
 }
 
-pub const REQUEST_BODY_QUEUE: usize = 4;
+pub(crate) const REQUEST_BODY_QUEUE: usize = 4;
 
 /// Response body chunks from `send()` to hyper.
-pub enum OutChunk {
+pub(crate) enum OutChunk {
     Data(Bytes),
     /// The final chunk (`more_body` false); the body ends cleanly only after this.
     Last(Bytes),
@@ -38,7 +38,7 @@ pub enum OutChunk {
     Trailers(HeaderMap),
 }
 
-pub const RESPONSE_BODY_QUEUE: usize = 8;
+pub(crate) const RESPONSE_BODY_QUEUE: usize = 8;
 
 enum Kind {
     Empty,
@@ -52,13 +52,13 @@ enum Kind {
 /// The body hyper writes. A stream whose sender goes away without `Last` yields an error,
 /// which makes hyper abort the connection: a client never sees a clean end of a truncated
 /// body.
-pub struct ResponseBody {
+pub(crate) struct ResponseBody {
     kind: Kind,
     _guard: Option<CloseGuard<HttpState>>,
 }
 
 #[derive(Debug)]
-pub struct BodyAborted;
+pub(crate) struct BodyAborted;
 
 impl std::fmt::Display for BodyAborted {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -69,14 +69,14 @@ impl std::fmt::Display for BodyAborted {
 impl std::error::Error for BodyAborted {}
 
 impl ResponseBody {
-    pub fn empty(guard: Option<CloseGuard<HttpState>>) -> Self {
+    pub(crate) fn empty(guard: Option<CloseGuard<HttpState>>) -> Self {
         ResponseBody {
             kind: Kind::Empty,
             _guard: guard,
         }
     }
 
-    pub fn full(data: Bytes, guard: Option<CloseGuard<HttpState>>) -> Self {
+    pub(crate) fn full(data: Bytes, guard: Option<CloseGuard<HttpState>>) -> Self {
         if data.is_empty() {
             return Self::empty(guard);
         }
@@ -86,7 +86,10 @@ impl ResponseBody {
         }
     }
 
-    pub fn stream(rx: mpsc::Receiver<OutChunk>, guard: Option<CloseGuard<HttpState>>) -> Self {
+    pub(crate) fn stream(
+        rx: mpsc::Receiver<OutChunk>,
+        guard: Option<CloseGuard<HttpState>>,
+    ) -> Self {
         ResponseBody {
             kind: Kind::Stream {
                 rx,
@@ -105,7 +108,7 @@ impl ResponseBody {
     }
 
     /// Streamed from the app (chunks arrive over time), as opposed to one known body.
-    pub fn is_streaming(&self) -> bool {
+    pub(crate) fn is_streaming(&self) -> bool {
         matches!(self.kind, Kind::Stream { .. })
     }
 }

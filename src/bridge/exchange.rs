@@ -18,14 +18,14 @@ const RECV_WAITING: u8 = 1;
 const CLOSED: u8 = 2;
 
 /// The loop-side state types (HTTP, WebSocket) say which events wake them.
-pub trait ExchangeState: Send + Sized + 'static {
+pub(crate) trait ExchangeState: Send + Sized + 'static {
     /// The event that wakes this exchange's parked `receive()`.
     fn receive_event(exchange: Arc<Exchange<Self>>) -> Event;
     /// The event that completes this exchange's backpressured `send()`.
     fn send_done_event(exchange: Arc<Exchange<Self>>) -> Event;
 }
 
-pub struct Exchange<S: ExchangeState> {
+pub(crate) struct Exchange<S: ExchangeState> {
     flags: AtomicU8,
     wakeup: Arc<Wakeup>,
     /// For streamed request bodies: the body pump waits on this before its first read when
@@ -39,7 +39,7 @@ pub struct Exchange<S: ExchangeState> {
 }
 
 impl<S: ExchangeState> Exchange<S> {
-    pub fn new(wakeup: Arc<Wakeup>, body_start: Option<Arc<Notify>>, state: S) -> Self {
+    pub(crate) fn new(wakeup: Arc<Wakeup>, body_start: Option<Arc<Notify>>, state: S) -> Self {
         Exchange {
             flags: AtomicU8::new(0),
             wakeup,
@@ -51,54 +51,54 @@ impl<S: ExchangeState> Exchange<S> {
     }
 
     /// Loop thread only.
-    pub fn state(&self) -> MutexGuard<'_, S> {
+    pub(crate) fn state(&self) -> MutexGuard<'_, S> {
         // A poisoned lock only means a panic happened while it was held; the state itself
         // is still consistent enough to finish the exchange.
         self.state.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    pub fn set_close_info(&self, info: CloseInfo) {
+    pub(crate) fn set_close_info(&self, info: CloseInfo) {
         *self.close_info.lock().unwrap_or_else(|p| p.into_inner()) = Some(info);
     }
 
-    pub fn close_info(&self) -> Option<CloseInfo> {
+    pub(crate) fn close_info(&self) -> Option<CloseInfo> {
         self.close_info
             .lock()
             .unwrap_or_else(|p| p.into_inner())
             .clone()
     }
 
-    pub fn is_closed(&self) -> bool {
+    pub(crate) fn is_closed(&self) -> bool {
         self.flags.load(Ordering::SeqCst) & CLOSED != 0
     }
 
     /// Loop side: ask to be woken on the next change. The caller re-checks afterwards.
-    pub fn arm_receive(&self) {
+    pub(crate) fn arm_receive(&self) {
         self.flags.fetch_or(RECV_WAITING, Ordering::SeqCst);
     }
 
-    pub fn disarm_receive(&self) {
+    pub(crate) fn disarm_receive(&self) {
         self.flags.fetch_and(!RECV_WAITING, Ordering::SeqCst);
     }
 
     /// tokio side: whether a `receive()` is parked waiting for the next change.
-    pub fn receive_waiting(&self) -> bool {
+    pub(crate) fn receive_waiting(&self) -> bool {
         self.flags.load(Ordering::SeqCst) & RECV_WAITING != 0
     }
 
     /// tokio side: something changed; wake the loop only if a receive() is parked.
-    pub fn wake_receiver(self: &Arc<Self>) {
+    pub(crate) fn wake_receiver(self: &Arc<Self>) {
         if self.flags.fetch_and(!RECV_WAITING, Ordering::SeqCst) & RECV_WAITING != 0 {
             self.wakeup.push(S::receive_event(self.clone()));
         }
     }
 
     /// tokio side: a backpressured `send()` finished (see `send_ok`).
-    pub fn send_done(self: &Arc<Self>) {
+    pub(crate) fn send_done(self: &Arc<Self>) {
         self.wakeup.push(S::send_done_event(self.clone()));
     }
 
-    pub fn mark_closed(self: &Arc<Self>) {
+    pub(crate) fn mark_closed(self: &Arc<Self>) {
         self.flags.fetch_or(CLOSED, Ordering::SeqCst);
         self.wake_receiver();
     }
@@ -107,14 +107,14 @@ impl<S: ExchangeState> Exchange<S> {
 /// Marks the exchange closed when dropped: held by hyper's service future until the response
 /// is handed over, then by the response body until hyper is done with it. Either drop means
 /// "no more can be sent", which is what `http.disconnect` and `ClientDisconnected` report.
-pub struct CloseGuard<S: ExchangeState>(Option<Arc<Exchange<S>>>);
+pub(crate) struct CloseGuard<S: ExchangeState>(Option<Arc<Exchange<S>>>);
 
 impl<S: ExchangeState> CloseGuard<S> {
-    pub fn new(exchange: Arc<Exchange<S>>) -> Self {
+    pub(crate) fn new(exchange: Arc<Exchange<S>>) -> Self {
         CloseGuard(Some(exchange))
     }
 
-    pub fn disarm(mut self) {
+    pub(crate) fn disarm(mut self) {
         self.0 = None;
     }
 }

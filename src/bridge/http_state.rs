@@ -13,9 +13,9 @@ use crate::bridge::exchange::{CloseGuard, Exchange, ExchangeState};
 use crate::bridge::waiters::Waiters;
 use crate::bridge::wakeup::Event;
 
-pub type ResponseSender = oneshot::Sender<http::Response<ResponseBody>>;
+pub(crate) type ResponseSender = oneshot::Sender<http::Response<ResponseBody>>;
 
-pub enum RequestBody {
+pub(crate) enum RequestBody {
     /// Read by tokio before dispatch (small, with a Content-Length): the first `receive()`
     /// completes at once.
     Full(Bytes),
@@ -25,7 +25,7 @@ pub enum RequestBody {
     Done,
 }
 
-pub enum ResponsePhase {
+pub(crate) enum ResponsePhase {
     /// Nothing sent yet; `tx` hands the response to hyper's service future.
     Idle(ResponseSender),
     /// `http.response.start` is held until the first body message, so a failure can still
@@ -53,7 +53,7 @@ pub enum ResponsePhase {
     Closed,
 }
 
-pub struct HttpState {
+pub(crate) struct HttpState {
     pub body: RequestBody,
     pub response: ResponsePhase,
     /// Futures of parked `receive()` and backpressured `send()` calls.
@@ -76,7 +76,7 @@ pub struct HttpState {
 }
 
 impl HttpState {
-    pub fn new(body: RequestBody, tx: ResponseSender, is_head: bool) -> Self {
+    pub(crate) fn new(body: RequestBody, tx: ResponseSender, is_head: bool) -> Self {
         HttpState {
             body,
             response: ResponsePhase::Idle(tx),
@@ -92,7 +92,7 @@ impl HttpState {
         }
     }
 
-    pub fn response_complete(&self) -> bool {
+    pub(crate) fn response_complete(&self) -> bool {
         matches!(
             self.response,
             ResponsePhase::Complete | ResponsePhase::Closed
@@ -111,6 +111,6 @@ impl ExchangeState for HttpState {
 }
 
 /// An HTTP request's exchange.
-pub type HttpExchange = Exchange<HttpState>;
+pub(crate) type HttpExchange = Exchange<HttpState>;
 /// Marks an HTTP exchange closed when dropped (see `CloseGuard`).
-pub type HttpCloseGuard = CloseGuard<HttpState>;
+pub(crate) type HttpCloseGuard = CloseGuard<HttpState>;

@@ -8,18 +8,18 @@ use crate::bridge::http_state::HttpState;
 use crate::bridge::websocket::WsState;
 use crate::tls::TlsInfo;
 
-pub enum LocalAddr {
+pub(crate) enum LocalAddr {
     Tcp(SocketAddr),
     Unix(Arc<str>),
 }
 
 /// A peer as "host:port" for log lines (IPv4-mapped IPv6 shown as IPv4).
-pub fn host_port(addr: &SocketAddr) -> String {
+pub(crate) fn host_port(addr: &SocketAddr) -> String {
     format!("{}:{}", addr.ip().to_canonical(), addr.port())
 }
 
 /// Per connection, shared by its requests.
-pub struct ConnInfo {
+pub(crate) struct ConnInfo {
     pub peer: Option<SocketAddr>,
     pub local: LocalAddr,
     /// Set on TLS connections (scheme `https`, `extensions["tls"]`).
@@ -30,7 +30,7 @@ pub struct ConnInfo {
 }
 
 impl ConnInfo {
-    pub fn new(peer: Option<SocketAddr>, local: LocalAddr) -> Self {
+    pub(crate) fn new(peer: Option<SocketAddr>, local: LocalAddr) -> Self {
         let host = |addr: &SocketAddr| addr.ip().to_canonical().to_string().into_boxed_str();
         let peer_host = peer.as_ref().map(host).unwrap_or_default();
         let local_host = match &local {
@@ -47,13 +47,13 @@ impl ConnInfo {
     }
 }
 
-pub struct PendingRequest {
+pub(crate) struct PendingRequest {
     pub head: http::request::Parts,
     pub conn: Arc<ConnInfo>,
     pub exchange: Arc<Exchange<HttpState>>,
 }
 
-pub struct PendingWebSocket {
+pub(crate) struct PendingWebSocket {
     pub head: http::request::Parts,
     pub conn: Arc<ConnInfo>,
     pub exchange: Arc<Exchange<WsState>>,

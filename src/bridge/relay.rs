@@ -34,7 +34,7 @@ thread_local! {
     static ON_LOOP_THREAD: Cell<bool> = const { Cell::new(false) };
 }
 
-pub fn mark_loop_thread() {
+pub(crate) fn mark_loop_thread() {
     ON_LOOP_THREAD.with(|on| on.set(true));
 }
 
@@ -49,7 +49,7 @@ struct Scheduler {
 }
 
 #[derive(Default)]
-pub struct WakeRelay {
+pub(crate) struct WakeRelay {
     queue: SegQueue<Arc<RelayedWaker>>,
     /// A flush callback is scheduled on the loop and has not run yet.
     flush_scheduled: AtomicBool,
@@ -69,7 +69,7 @@ pub struct WakeRelay {
 
 impl WakeRelay {
     /// Called once the loop and the relay task exist; until then wakes go straight through.
-    pub fn set_scheduler(&self, call_soon: Py<PyAny>, flush: Py<PyAny>) {
+    pub(crate) fn set_scheduler(&self, call_soon: Py<PyAny>, flush: Py<PyAny>) {
         let _ = self.scheduler.set(Scheduler { call_soon, flush });
     }
 
@@ -88,7 +88,7 @@ impl WakeRelay {
     }
 
     /// Loop thread: hand everything queued since the last flush to the relay task.
-    pub fn flush(&self) {
+    pub(crate) fn flush(&self) {
         self.flush_scheduled.store(false, Ordering::Release);
         if !self.queue.is_empty() {
             self.task.wake();
@@ -99,26 +99,26 @@ impl WakeRelay {
     /// The drain itself counts as outstanding until `end_batch`: a request whose app finishes
     /// inside the drain (eager first steps) must not hand the wakes over while more of the
     /// batch is still to be dispatched, or tokio is woken once per request.
-    pub fn begin_batch(&self) {
+    pub(crate) fn begin_batch(&self) {
         self.outstanding.store(1, Ordering::Relaxed);
         self.batch.fetch_add(1, Ordering::Relaxed);
         self.draining.store(true, Ordering::Relaxed);
     }
 
     /// Loop thread: a request joins the current batch; returns the batch to `leave_batch` with.
-    pub fn join_batch(&self) -> u64 {
+    pub(crate) fn join_batch(&self) -> u64 {
         self.outstanding.fetch_add(1, Ordering::Relaxed);
         self.batch.load(Ordering::Relaxed)
     }
 
     /// Loop thread, before each event of a drain: whether more events are queued behind it.
-    pub fn set_more_queued(&self, more: bool) {
+    pub(crate) fn set_more_queued(&self, more: bool) {
         self.more_queued.store(more, Ordering::Relaxed);
     }
 
     /// Loop thread, at the end of a drain: if every request of the batch has completed its
     /// response by now, the queued wakes go to tokio at once.
-    pub fn end_batch(&self) {
+    pub(crate) fn end_batch(&self) {
         self.draining.store(false, Ordering::Relaxed);
         if self.outstanding.fetch_sub(1, Ordering::Relaxed) == 1 {
             self.flush();
@@ -127,7 +127,7 @@ impl WakeRelay {
 
     /// Loop thread: the request's response is complete (or failed). The last of its batch
     /// hands the queued wakes over at once. `batch` is cleared so a request counts once.
-    pub fn leave_batch(&self, batch: &AtomicU64) {
+    pub(crate) fn leave_batch(&self, batch: &AtomicU64) {
         let id = batch.swap(0, Ordering::Relaxed);
         if id == 0 || id != self.batch.load(Ordering::Relaxed) {
             return;
@@ -148,7 +148,7 @@ impl WakeRelay {
     }
 
     /// The relay task: wakes queued tasks from the tokio thread, where a wake is a queue push.
-    pub async fn run(self: Arc<Self>) {
+    pub(crate) async fn run(self: Arc<Self>) {
         std::future::poll_fn(|cx| {
             // Register before draining, so a flush racing with the drain wakes us again.
             self.task.register(cx.waker());
@@ -163,7 +163,7 @@ impl WakeRelay {
 }
 
 /// Stands in for a task's own waker; see the module comment.
-pub struct RelayedWaker {
+pub(crate) struct RelayedWaker {
     relay: Arc<WakeRelay>,
     target: Mutex<Option<Waker>>,
     /// Already in the relay's queue: a second wake in the same batch adds nothing.
@@ -203,7 +203,7 @@ impl Wake for RelayedWaker {
 
 pin_project_lite::pin_project! {
     /// A future polled with a [`RelayedWaker`] in place of its task's waker.
-    pub struct Relayed<F> {
+    pub(crate) struct Relayed<F> {
         #[pin]
         inner: F,
         shared: Arc<RelayedWaker>,
@@ -212,7 +212,7 @@ pin_project_lite::pin_project! {
 }
 
 impl<F> Relayed<F> {
-    pub fn new(inner: F, relay: &Arc<WakeRelay>) -> Self {
+    pub(crate) fn new(inner: F, relay: &Arc<WakeRelay>) -> Self {
         let shared = Arc::new(RelayedWaker {
             relay: relay.clone(),
             target: Mutex::new(None),
@@ -240,7 +240,7 @@ impl<F: Future> Future for Relayed<F> {
 
 /// hyper's executor for HTTP/2 streams: each stream's task is relayed like a connection.
 #[derive(Clone)]
-pub struct RelayExecutor(pub Arc<WakeRelay>);
+pub(crate) struct RelayExecutor(pub Arc<WakeRelay>);
 
 impl<F> hyper::rt::Executor<F> for RelayExecutor
 where

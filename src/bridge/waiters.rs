@@ -8,19 +8,14 @@ use pyo3::prelude::*;
 
 /// The futures handed out by `receive()` and `send()` that tokio has yet to complete.
 #[derive(Default)]
-pub struct Waiters {
+pub(crate) struct Waiters {
     pub(crate) recv: VecDeque<Py<PyAny>>,
     pub(crate) send: Option<Py<PyAny>>,
     pub(crate) send_in_flight: bool,
 }
 
 impl Waiters {
-    /// Whether a `receive()` is parked: a new one queues behind it.
-    pub fn receivers_waiting(&self) -> bool {
-        !self.recv.is_empty()
-    }
-
-    pub fn clear(&mut self) {
+    pub(crate) fn clear(&mut self) {
         self.recv.clear();
         self.send = None;
     }

@@ -23,7 +23,7 @@ use crate::bridge::pending::{PendingRequest, PendingWebSocket};
 use crate::bridge::websocket::WsState;
 
 /// What tokio hands to the loop thread.
-pub enum Event {
+pub(crate) enum Event {
     /// A new request to dispatch to the app.
     Request(Box<PendingRequest>),
     /// Something a pending `receive()` may be waiting for happened (body chunk, close).
@@ -40,7 +40,7 @@ pub enum Event {
 }
 
 /// The text of an `Event::Warning`.
-pub struct Warning(pub String);
+pub(crate) struct Warning(pub String);
 
 /// Most events held back on an I/O thread before the loop is woken anyway (a bound on the
 /// latency added under a load that keeps tokio from parking).
@@ -51,11 +51,11 @@ thread_local! {
 }
 
 /// Called on each I/O runtime thread as it starts: its pushes are held until it parks.
-pub fn mark_io_thread() {
+pub(crate) fn mark_io_thread() {
     IO_THREAD.with(|io| io.set(true));
 }
 
-pub struct Wakeup {
+pub(crate) struct Wakeup {
     queue: SegQueue<Event>,
     pending: AtomicBool,
     /// Events pushed on I/O threads since the last wake-up they caused.
@@ -64,7 +64,7 @@ pub struct Wakeup {
 }
 
 impl Wakeup {
-    pub fn new() -> io::Result<Self> {
+    pub(crate) fn new() -> io::Result<Self> {
         // SAFETY: plain syscall; the returned descriptor is checked before use.
         let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         if fd < 0 {
@@ -79,12 +79,12 @@ impl Wakeup {
         })
     }
 
-    pub fn fd(&self) -> RawFd {
+    pub(crate) fn fd(&self) -> RawFd {
         self.fd.as_raw_fd()
     }
 
     /// Called from tokio threads (and the loop thread). Never touches Python.
-    pub fn push(&self, event: Event) {
+    pub(crate) fn push(&self, event: Event) {
         self.queue.push(event);
         if IO_THREAD.with(Cell::get) && self.held.fetch_add(1, Ordering::AcqRel) + 1 < MAX_HELD {
             return; // `flush` wakes the loop when this thread parks.
@@ -94,7 +94,7 @@ impl Wakeup {
     }
 
     /// I/O thread about to park: wake the loop for what it pushed in this pass.
-    pub fn flush(&self) {
+    pub(crate) fn flush(&self) {
         if self.held.swap(0, Ordering::AcqRel) > 0 {
             self.signal();
         }
@@ -117,7 +117,7 @@ impl Wakeup {
 
     /// Called on the loop thread before draining: reset the eventfd, then the flag, so a
     /// push racing with the drain either lands in this drain or triggers a new wake-up.
-    pub fn reset(&self) {
+    pub(crate) fn reset(&self) {
         let mut buf: u64 = 0;
         // SAFETY: reading 8 bytes into a valid u64; EAGAIN just means nothing was pending.
         unsafe {
@@ -130,12 +130,12 @@ impl Wakeup {
         self.pending.store(false, Ordering::Release);
     }
 
-    pub fn pop(&self) -> Option<Event> {
+    pub(crate) fn pop(&self) -> Option<Event> {
         self.queue.pop()
     }
 
     /// Nothing queued (a push racing with this call may land either way).
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.queue.is_empty()
     }
 }

@@ -13,21 +13,21 @@ use crate::bridge::waiters::Waiters;
 use crate::bridge::wakeup::Event;
 
 /// From the client, through a bounded channel (`max_queue`), to the app's `receive()`.
-pub enum WsIn {
+pub(crate) enum WsIn {
     /// Valid UTF-8 (checked by the reader).
     Text(Bytes),
     Binary(Bytes),
 }
 
 /// From the app's `send()` to the socket.
-pub enum WsOut {
+pub(crate) enum WsOut {
     Text(String),
     Binary(Bytes),
     Close { code: u16, reason: String },
 }
 
 /// The app's answer to `websocket.connect`.
-pub enum WsDecision {
+pub(crate) enum WsDecision {
     Accept {
         subprotocol: Option<String>,
         headers: HeaderMap,
@@ -39,14 +39,14 @@ pub enum WsDecision {
 
 /// How the session ended, as `websocket.disconnect` reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
-pub struct CloseInfo {
+pub(crate) struct CloseInfo {
     pub code: u16,
     pub reason: String,
 }
 
 impl CloseInfo {
     /// 1006: the connection was lost without a close frame (never sent on the wire).
-    pub fn abnormal() -> Self {
+    pub(crate) fn abnormal() -> Self {
         CloseInfo {
             code: 1006,
             reason: String::new(),
@@ -54,7 +54,7 @@ impl CloseInfo {
     }
 }
 
-pub enum WsPhase {
+pub(crate) enum WsPhase {
     /// Waiting for the app's `websocket.accept` / `websocket.close` / denial response.
     Connecting(oneshot::Sender<WsDecision>),
     /// Collecting a denial response (`websocket.http.response.*`).
@@ -71,7 +71,7 @@ pub enum WsPhase {
     Closed,
 }
 
-pub struct WsState {
+pub(crate) struct WsState {
     pub(crate) phase: WsPhase,
     pub(crate) inbound: mpsc::Receiver<WsIn>,
     pub(crate) connect_sent: bool,
@@ -81,7 +81,10 @@ pub struct WsState {
 }
 
 impl WsState {
-    pub fn new(decision: oneshot::Sender<WsDecision>, inbound: mpsc::Receiver<WsIn>) -> Self {
+    pub(crate) fn new(
+        decision: oneshot::Sender<WsDecision>,
+        inbound: mpsc::Receiver<WsIn>,
+    ) -> Self {
         WsState {
             phase: WsPhase::Connecting(decision),
             inbound,

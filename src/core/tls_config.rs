@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use crate::tls::settings::{load, ClientAuth, LoadedTls, MinVersion, TlsOptions};
 
 #[pyclass(frozen, module = "ferrocorn._ferrocorn")]
-pub struct TlsConfig {
+pub(crate) struct TlsConfig {
     pub loaded: LoadedTls,
     pub handshake_timeout: Option<Duration>,
 }

@@ -19,7 +19,7 @@ use tokio::time::{Instant, Sleep};
 
 /// Why the server stopped reading a request body.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum BodyError {
+pub(crate) enum BodyError {
     /// Bad framing, a reset, a broken connection.
     Malformed,
     /// The body grew past `--limit-request-body`.
@@ -30,7 +30,7 @@ pub enum BodyError {
 
 impl BodyError {
     /// The answer when no response has started yet.
-    pub fn status(self) -> StatusCode {
+    pub(crate) fn status(self) -> StatusCode {
         match self {
             BodyError::Malformed => StatusCode::BAD_REQUEST,
             BodyError::TooLarge => StatusCode::PAYLOAD_TOO_LARGE,
@@ -41,7 +41,7 @@ impl BodyError {
 
 /// What the body's consumer is doing when the idle timer fires.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Consumer {
+pub(crate) enum Consumer {
     /// Waiting for the next piece (parked in `receive()`, or the server before dispatch).
     Waiting,
     /// Busy with something else: a silent client costs nobody anything yet.
@@ -52,7 +52,7 @@ pub enum Consumer {
 
 /// One step of reading a request body.
 #[derive(Debug)]
-pub enum Piece {
+pub(crate) enum Piece {
     /// Data (empty only when it is the end); `last` when the body ends with it.
     Data { data: Bytes, last: bool },
     /// The body cannot be read on.
@@ -62,11 +62,11 @@ pub enum Piece {
 }
 
 /// Told once when a request body has been read to its end or given up (see `BodyReader::watch`).
-pub trait BodyWatch: Send + Sync {
+pub(crate) trait BodyWatch: Send + Sync {
     fn body_ended(&self);
 }
 
-pub struct BodyReader {
+pub(crate) struct BodyReader {
     body: Incoming,
     limit: Option<u64>,
     received: u64,
@@ -84,7 +84,7 @@ impl Drop for BodyReader {
 }
 
 impl BodyReader {
-    pub fn new(body: Incoming, limit: Option<u64>, timeout: Option<Duration>) -> Self {
+    pub(crate) fn new(body: Incoming, limit: Option<u64>, timeout: Option<Duration>) -> Self {
         BodyReader {
             body,
             limit,
@@ -96,12 +96,12 @@ impl BodyReader {
     }
 
     /// Whether hyper has nothing more to read for this body.
-    pub fn is_complete(&self) -> bool {
+    pub(crate) fn is_complete(&self) -> bool {
         self.body.is_end_stream()
     }
 
     /// `watch` is told when the body ends: read to its end, failed, or dropped unread.
-    pub fn watch(&mut self, watch: Arc<dyn BodyWatch>) {
+    pub(crate) fn watch(&mut self, watch: Arc<dyn BodyWatch>) {
         self.watch = Some(watch);
     }
 
@@ -112,7 +112,7 @@ impl BodyReader {
     }
 
     /// The next data piece; trailers are skipped (ASGI has no request trailers).
-    pub async fn next(&mut self, consumer: impl Fn() -> Consumer) -> Piece {
+    pub(crate) async fn next(&mut self, consumer: impl Fn() -> Consumer) -> Piece {
         loop {
             let frame = match self.frame(&consumer).await {
                 Ok(frame) => frame,
@@ -155,7 +155,7 @@ impl BodyReader {
     }
 
     /// A whole body of `size` bytes (announced by Content-Length), read before dispatch.
-    pub async fn read_all(&mut self, size: u64) -> Result<Bytes, BodyError> {
+    pub(crate) async fn read_all(&mut self, size: u64) -> Result<Bytes, BodyError> {
         let mut joined: Option<BytesMut> = None;
         loop {
             match self.next(|| Consumer::Waiting).await {

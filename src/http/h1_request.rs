@@ -11,7 +11,7 @@ use http::{StatusCode, Version};
 
 /// Why a request head is refused, with the status to answer.
 #[derive(Debug, PartialEq, Eq)]
-pub enum HeadProblem {
+pub(crate) enum HeadProblem {
     MissingHost,
     RepeatedHost,
     InvalidHost,
@@ -19,7 +19,7 @@ pub enum HeadProblem {
 }
 
 impl HeadProblem {
-    pub fn status(&self) -> StatusCode {
+    pub(crate) fn status(&self) -> StatusCode {
         match self {
             HeadProblem::UnsupportedTransferCoding => StatusCode::NOT_IMPLEMENTED,
             _ => StatusCode::BAD_REQUEST,
@@ -29,7 +29,7 @@ impl HeadProblem {
 
 /// The first problem with an HTTP/1.x request head, if any. `length_known`: the body has a
 /// Content-Length (or none at all), so there is no Transfer-Encoding to look at.
-pub fn check_head(
+pub(crate) fn check_head(
     version: Version,
     headers: &HeaderMap,
     length_known: bool,

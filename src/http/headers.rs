@@ -2,7 +2,7 @@
 
 use http::header::{HeaderMap, HeaderName, HeaderValue, EXPECT, HOST};
 
-pub const SERVER_NAME: HeaderValue = HeaderValue::from_static("ferrocorn");
+pub(crate) const SERVER_NAME: HeaderValue = HeaderValue::from_static("ferrocorn");
 
 #[derive(Debug, PartialEq, Eq)]
 pub enum HeaderError {
@@ -24,7 +24,7 @@ pub fn response_header_value(value: &[u8]) -> Result<HeaderValue, HeaderError> {
 /// RFC 9113 §8.2.1 and §8.5 checks the HTTP/2 layer (the h2 crate) leaves to us: a field
 /// value must not start or end with whitespace, and CONNECT needs `:authority`. Such a
 /// request is malformed: its stream is reset with PROTOCOL_ERROR, the app never sees it.
-pub fn h2_request_is_malformed(
+pub(crate) fn h2_request_is_malformed(
     method: &http::Method,
     uri: &http::Uri,
     headers: &HeaderMap,
@@ -38,7 +38,7 @@ pub fn h2_request_is_malformed(
     })
 }
 
-pub fn expects_continue(headers: &HeaderMap) -> bool {
+pub(crate) fn expects_continue(headers: &HeaderMap) -> bool {
     headers
         .get(EXPECT)
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"))
@@ -46,7 +46,7 @@ pub fn expects_continue(headers: &HeaderMap) -> bool {
 
 /// HTTP/2 carries the host in the `:authority` pseudo-header, which hyper moves into the URI;
 /// ASGI apps (and the spec's examples) look for a `host` header, so add one when absent.
-pub fn add_host_from_authority(head: &mut http::request::Parts) {
+pub(crate) fn add_host_from_authority(head: &mut http::request::Parts) {
     if head.headers.contains_key(HOST) {
         return;
     }

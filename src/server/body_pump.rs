@@ -12,7 +12,7 @@ use crate::http::body_reader::{BodyError, BodyReader, Consumer, Piece};
 /// `failed` fires first (the service then answers 400/413/408, or aborts a response that
 /// already started), and only then does the app see `http.disconnect`, so its reaction cannot
 /// race that answer. Returns the failure, for the log.
-pub async fn pump_request_body(
+pub(crate) async fn pump_request_body(
     mut reader: BodyReader,
     tx: mpsc::Sender<InChunk>,
     exchange: Arc<HttpExchange>,

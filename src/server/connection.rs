@@ -16,20 +16,21 @@ use tokio::sync::watch;
 use crate::bridge::pending::ConnInfo;
 use crate::bridge::relay::RelayExecutor;
 use crate::config::HttpMode;
+use crate::server::conn_state::ConnCtx;
 use crate::server::cork::IoSignals;
 use crate::server::detect::{sniff, Replay};
 use crate::server::idle::{
     earliest, first_bytes_timeout, sleep_until_or_never, IdleCheck, IdleRules,
 };
 use crate::server::park::{park_due, wait_parked, PARK_AFTER};
-use crate::server::service::{handle_h2_request, handle_request, ConnCtx};
+use crate::server::service::{handle_h2_request, handle_request};
 use crate::server::{ConnectionGuard, Lifecycle, ServerShared};
 
 const HYPER_DEFAULT_MAX_HEADERS: usize = 100;
 
 /// Which protocol a connection speaks, as far as is known before its first bytes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Protocol {
+pub(crate) enum Protocol {
     Http1,
     Http2,
     /// Look for the HTTP/2 preface (cleartext, or TLS without ALPN, in `--http auto`).
@@ -37,7 +38,7 @@ pub enum Protocol {
 }
 
 impl Protocol {
-    pub fn cleartext(mode: HttpMode) -> Self {
+    pub(crate) fn cleartext(mode: HttpMode) -> Self {
         match mode {
             HttpMode::Auto => Protocol::Detect,
             HttpMode::Http1 => Protocol::Http1,
@@ -47,7 +48,7 @@ impl Protocol {
 
     /// After a TLS handshake: ALPN decides; a client that offered no ALPN is treated like a
     /// cleartext one.
-    pub fn negotiated(mode: HttpMode, alpn: Option<&[u8]>) -> Self {
+    pub(crate) fn negotiated(mode: HttpMode, alpn: Option<&[u8]>) -> Self {
         match alpn {
             Some(b"h2") => Protocol::Http2,
             Some(_) => Protocol::Http1,
@@ -57,7 +58,7 @@ impl Protocol {
 }
 
 /// The ALPN protocols to offer for `--http`, most preferred first.
-pub fn alpn_protocols(mode: HttpMode) -> &'static [&'static [u8]] {
+pub(crate) fn alpn_protocols(mode: HttpMode) -> &'static [&'static [u8]] {
     match mode {
         HttpMode::Auto => &[b"h2", b"http/1.1"],
         HttpMode::Http1 => &[b"http/1.1"],
@@ -156,7 +157,7 @@ where
     }
 }
 
-pub async fn serve_connection<S>(
+pub(crate) async fn serve_connection<S>(
     io: S,
     info: ConnInfo,
     shared: Arc<ServerShared>,

@@ -41,7 +41,7 @@ const KEPT_CORK_CAPACITY: usize = 4096;
 ///
 /// Parking: the connection asks (`request_park`); the wrapper parks at hyper's next read if
 /// hyper has written out everything (else it declines, and the request lapses).
-pub struct IoSignals {
+pub(crate) struct IoSignals {
     once: AtomicBool,
     always: AtomicBool,
     input: AtomicBool,
@@ -67,11 +67,11 @@ impl Default for IoSignals {
 }
 
 impl IoSignals {
-    pub fn request(&self) {
+    pub(crate) fn request(&self) {
         self.once.store(true, Ordering::Relaxed);
     }
 
-    pub fn disable_corking(&self) {
+    pub(crate) fn disable_corking(&self) {
         self.always.store(true, Ordering::Relaxed);
     }
 
@@ -89,18 +89,18 @@ impl IoSignals {
     }
 
     /// The connection has no request in flight any more: the next bytes start a new head.
-    pub fn went_idle(&self) {
+    pub(crate) fn went_idle(&self) {
         self.input.store(false, Ordering::Relaxed);
     }
 
     /// Park at hyper's next read (see the module doc).
-    pub fn request_park(&self) {
+    pub(crate) fn request_park(&self) {
         self.park.store(PARK_ASKED, Ordering::Relaxed);
     }
 
     /// Whether the wrapper parked since `request_park`; clears the request or the parked state
     /// either way, so that the stream reads and shuts down normally again.
-    pub fn take_parked(&self) -> bool {
+    pub(crate) fn take_parked(&self) -> bool {
         self.park.swap(PARK_NONE, Ordering::Relaxed) == PARKED
     }
 
@@ -109,14 +109,14 @@ impl IoSignals {
     }
 
     /// When bytes first arrived since the connection last went idle (None if none have).
-    pub fn input_since(&self) -> Option<Instant> {
+    pub(crate) fn input_since(&self) -> Option<Instant> {
         self.input
             .load(Ordering::Acquire)
             .then(|| self.input_at.get())
     }
 }
 
-pub struct Corked<T> {
+pub(crate) struct Corked<T> {
     inner: T,
     signals: Arc<IoSignals>,
     /// The last read returned data and hyper has not read again since: it may be parsing
@@ -131,7 +131,7 @@ pub struct Corked<T> {
 }
 
 impl<T> Corked<T> {
-    pub fn new(inner: T, signals: Arc<IoSignals>) -> Self {
+    pub(crate) fn new(inner: T, signals: Arc<IoSignals>) -> Self {
         Corked {
             inner,
             signals,

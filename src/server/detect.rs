@@ -18,13 +18,13 @@ const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 const FIRST_READ: usize = 4096;
 
 /// An I/O stream that first yields bytes already read from it.
-pub struct Replay<S> {
+pub(crate) struct Replay<S> {
     prefix: Bytes,
     inner: S,
 }
 
 impl<S> Replay<S> {
-    pub fn new(inner: S) -> Self {
+    pub(crate) fn new(inner: S) -> Self {
         Replay {
             prefix: Bytes::new(),
             inner,
@@ -32,7 +32,7 @@ impl<S> Replay<S> {
     }
 
     /// Puts bytes read from the stream back in front of what is left to replay.
-    pub fn unread(&mut self, bytes: Bytes) {
+    pub(crate) fn unread(&mut self, bytes: Bytes) {
         if bytes.is_empty() {
             return;
         }
@@ -46,7 +46,7 @@ impl<S> Replay<S> {
         };
     }
 
-    pub fn has_replay(&self) -> bool {
+    pub(crate) fn has_replay(&self) -> bool {
         !self.prefix.is_empty()
     }
 }
@@ -54,7 +54,7 @@ impl<S> Replay<S> {
 impl<S: AsyncRead + Unpin> Replay<S> {
     /// Waits for the stream's next bytes, holding no buffer meanwhile, and keeps them to
     /// replay; false at the end of the stream. Cancel-safe: a read completes within one poll.
-    pub async fn refill(&mut self) -> io::Result<bool> {
+    pub(crate) async fn refill(&mut self) -> io::Result<bool> {
         let mut buf = BytesMut::new();
         let n = read_some(&mut self.inner, &mut buf).await?;
         self.unread(buf.freeze());
@@ -65,7 +65,9 @@ impl<S: AsyncRead + Unpin> Replay<S> {
 /// Reads until the bytes either diverge from the HTTP/2 preface or complete it. Returns the
 /// stream (with those bytes to replay) and whether it is HTTP/2; None when the client closed
 /// without sending anything.
-pub async fn sniff<S: AsyncRead + Unpin>(mut io: S) -> io::Result<Option<(Replay<S>, bool)>> {
+pub(crate) async fn sniff<S: AsyncRead + Unpin>(
+    mut io: S,
+) -> io::Result<Option<(Replay<S>, bool)>> {
     let mut buf = BytesMut::new();
     let http2 = loop {
         if read_some(&mut io, &mut buf).await? == 0 {

@@ -15,7 +15,7 @@ use crate::tls::{TlsInfo, TlsServer};
 /// Starts serving an accepted stream in its own task. Over TLS the handshake runs in a task
 /// of its own that spawns the serving one: a task's future is as large as its largest state,
 /// so a connection that went on serving would keep the handshake's room for its whole life.
-pub fn start_connection<S>(stream: S, info: ConnInfo, shared: &Arc<ServerShared>)
+pub(crate) fn start_connection<S>(stream: S, info: ConnInfo, shared: &Arc<ServerShared>)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {

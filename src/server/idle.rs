@@ -5,16 +5,16 @@
 use std::time::{Duration, Instant};
 
 use crate::config::ServerConfig;
-use crate::server::service::IdleState;
+use crate::server::conn_state::IdleState;
 
 /// How long a new connection may stay silent before its first bytes: the keep-alive idle
 /// timeout, as for any idle connection, else the header read timeout.
-pub fn first_bytes_timeout(config: &ServerConfig) -> Option<Duration> {
+pub(crate) fn first_bytes_timeout(config: &ServerConfig) -> Option<Duration> {
     earliest(config.timeout_keep_alive, config.header_read_timeout)
 }
 
 /// The sooner of two optional limits (None: no limit).
-pub fn earliest<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
+pub(crate) fn earliest<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
     match (a, b) {
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
@@ -23,7 +23,7 @@ pub fn earliest<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
 
 /// Sleeps until `at`, or forever when there is nothing to wait for: the timer branch of a
 /// connection's `select!`.
-pub async fn sleep_until_or_never(at: Option<Instant>) {
+pub(crate) async fn sleep_until_or_never(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at.into()).await,
         None => std::future::pending().await,
@@ -32,7 +32,7 @@ pub async fn sleep_until_or_never(at: Option<Instant>) {
 
 /// The limits on a connection while it has no request in flight.
 #[derive(Clone, Copy, Debug)]
-pub struct IdleRules {
+pub(crate) struct IdleRules {
     /// Between requests (`--timeout-keep-alive`).
     keep_alive: Option<Duration>,
     /// From the first byte of a request head to its end (`--header-read-timeout`): HTTP/1.
@@ -43,7 +43,7 @@ pub struct IdleRules {
 
 /// What the idle timer found.
 #[derive(Debug, PartialEq)]
-pub enum IdleCheck {
+pub(crate) enum IdleCheck {
     /// A limit between requests is up: shut down gracefully (HTTP/2: GOAWAY).
     Close,
     /// A request head took too long: drop the connection. hyper's graceful shutdown would
@@ -54,7 +54,7 @@ pub enum IdleCheck {
 }
 
 impl IdleRules {
-    pub fn http1(config: &ServerConfig) -> Self {
+    pub(crate) fn http1(config: &ServerConfig) -> Self {
         IdleRules {
             keep_alive: config.timeout_keep_alive,
             head: config.header_read_timeout,
@@ -63,7 +63,7 @@ impl IdleRules {
     }
 
     /// HTTP/2 has no request heads to time: streams come and go over one connection.
-    pub fn http2(config: &ServerConfig) -> Self {
+    pub(crate) fn http2(config: &ServerConfig) -> Self {
         IdleRules {
             keep_alive: config.timeout_keep_alive,
             head: None,
@@ -73,7 +73,7 @@ impl IdleRules {
 
     /// Whether the connection must close now, else when to look again. `idle`: None while a
     /// request is in flight.
-    pub fn check(
+    pub(crate) fn check(
         &self,
         idle: Option<IdleState>,
         started_a_request: bool,

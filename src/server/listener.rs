@@ -9,7 +9,7 @@ use crate::bridge::pending::{ConnInfo, LocalAddr};
 use crate::server::handshake::start_connection;
 use crate::server::{AcceptLoopGuard, Lifecycle, ServerShared};
 
-pub enum Listener {
+pub(crate) enum Listener {
     Tcp(TcpListener),
     Unix(UnixListener, Arc<str>),
 }
@@ -19,7 +19,7 @@ const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(50);
 
 /// `_registered`: taken before the spawn, so `stop_accepting` also waits for a loop that has
 /// not run yet; dropped (with the listener) when the loop ends.
-pub async fn accept_loop(
+pub(crate) async fn accept_loop(
     listener: Listener,
     shared: Arc<ServerShared>,
     _registered: AcceptLoopGuard,

@@ -2,6 +2,7 @@
 //! Nothing in here touches Python.
 
 pub(crate) mod body_pump;
+pub(crate) mod conn_state;
 pub(crate) mod connection;
 pub(crate) mod cork;
 pub(crate) mod detect;
@@ -26,7 +27,7 @@ use crate::config::ServerConfig;
 
 /// Where the server is in its life; connections and accept loops watch it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
-pub enum Lifecycle {
+pub(crate) enum Lifecycle {
     Running,
     /// Listeners closed; open connections carry on.
     StopAccepting,
@@ -36,7 +37,7 @@ pub enum Lifecycle {
     Closing,
 }
 
-pub struct ServerShared {
+pub(crate) struct ServerShared {
     pub config: Arc<ServerConfig>,
     pub wakeup: Arc<Wakeup>,
     pub lifecycle: watch::Sender<Lifecycle>,
@@ -51,7 +52,7 @@ pub struct ServerShared {
 }
 
 impl ServerShared {
-    pub fn new(config: Arc<ServerConfig>, wakeup: Arc<Wakeup>) -> Self {
+    pub(crate) fn new(config: Arc<ServerConfig>, wakeup: Arc<Wakeup>) -> Self {
         ServerShared {
             config,
             wakeup,
@@ -65,7 +66,7 @@ impl ServerShared {
         }
     }
 
-    pub fn set_lifecycle(&self, state: Lifecycle) {
+    pub(crate) fn set_lifecycle(&self, state: Lifecycle) {
         // Never go backwards (a late stop_accepting must not undo a drain).
         self.lifecycle.send_if_modified(|current| {
             if state > *current {
@@ -77,16 +78,16 @@ impl ServerShared {
         });
     }
 
-    pub fn active_connections(&self) -> usize {
+    pub(crate) fn active_connections(&self) -> usize {
         self.connections.load(Ordering::SeqCst)
     }
 
-    pub fn requests_total(&self) -> u64 {
+    pub(crate) fn requests_total(&self) -> u64 {
         self.requests_total.load(Ordering::Relaxed)
     }
 
     /// Admit a request unless `--limit-concurrency` is reached.
-    pub fn admit_request(&self) -> bool {
+    pub(crate) fn admit_request(&self) -> bool {
         let in_flight = self.requests_in_flight.fetch_add(1, Ordering::SeqCst);
         self.requests_total.fetch_add(1, Ordering::Relaxed);
         match self.config.limit_concurrency {
@@ -98,13 +99,13 @@ impl ServerShared {
         }
     }
 
-    pub fn request_finished(&self) {
+    pub(crate) fn request_finished(&self) {
         self.requests_in_flight.fetch_sub(1, Ordering::SeqCst);
     }
 
     /// Registers an accept loop before it is spawned; dropping the guard (the loop returned,
     /// or the runtime dropped it) deregisters it.
-    pub fn track_accept_loop(self: &Arc<Self>) -> AcceptLoopGuard {
+    pub(crate) fn track_accept_loop(self: &Arc<Self>) -> AcceptLoopGuard {
         *self.accept_loops.lock().unwrap_or_else(|p| p.into_inner()) += 1;
         AcceptLoopGuard(self.clone())
     }
@@ -112,7 +113,7 @@ impl ServerShared {
     /// Blocks (without the GIL, from the caller) until every accept loop has returned, at
     /// most `limit`: after that no connection can be accepted, so the count of connections
     /// is final except for closes. Returns whether they all ended.
-    pub fn wait_accept_loops_ended(&self, limit: Duration) -> bool {
+    pub(crate) fn wait_accept_loops_ended(&self, limit: Duration) -> bool {
         let loops = self.accept_loops.lock().unwrap_or_else(|p| p.into_inner());
         let (loops, _) = self
             .accept_loops_ended
@@ -121,14 +122,14 @@ impl ServerShared {
         *loops == 0
     }
 
-    pub fn track_connection(self: &Arc<Self>) -> ConnectionGuard {
+    pub(crate) fn track_connection(self: &Arc<Self>) -> ConnectionGuard {
         self.connections.fetch_add(1, Ordering::SeqCst);
         ConnectionGuard(self.clone())
     }
 }
 
 /// Counts a running accept loop (see `ServerShared::track_accept_loop`).
-pub struct AcceptLoopGuard(Arc<ServerShared>);
+pub(crate) struct AcceptLoopGuard(Arc<ServerShared>);
 
 impl Drop for AcceptLoopGuard {
     fn drop(&mut self) {
@@ -145,7 +146,7 @@ impl Drop for AcceptLoopGuard {
 }
 
 /// Counts a live connection; the count drops even if the connection task panics.
-pub struct ConnectionGuard(Arc<ServerShared>);
+pub(crate) struct ConnectionGuard(Arc<ServerShared>);
 
 impl Drop for ConnectionGuard {
     fn drop(&mut self) {

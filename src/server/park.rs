@@ -15,15 +15,15 @@ use std::time::{Duration, Instant};
 use tokio::io::AsyncRead;
 use tokio::sync::watch;
 
+use crate::server::conn_state::{ConnCtx, IdleState};
 use crate::server::detect::Replay;
 use crate::server::idle::{earliest, sleep_until_or_never, IdleCheck, IdleRules};
-use crate::server::service::{ConnCtx, IdleState};
 use crate::server::Lifecycle;
 
 /// How long a connection must be idle before it parks. Traffic on a busy keep-alive connection
 /// comes far more often and never parks; a connection that wakes from parking pays for one
 /// hyper connection set-up (a few microseconds), nothing against a second of silence.
-pub const PARK_AFTER: Duration = Duration::from_secs(1);
+pub(crate) const PARK_AFTER: Duration = Duration::from_secs(1);
 
 /// How soon after a connection parked the memory it freed is handed back to the OS.
 /// mimalloc keeps freed pages resident until it purges them, which it does lazily, on later
@@ -56,7 +56,7 @@ fn release_freed_memory(since: Instant) {
 /// When an idle connection is due to park: `after` past the later of going idle and the last
 /// declined attempt (hyper still had bytes to write). None once the client has started its
 /// next request head: that is hyper's to read.
-pub fn park_due(
+pub(crate) fn park_due(
     idle: &IdleState,
     after: Duration,
     declined_at: Option<Instant>,
@@ -71,7 +71,7 @@ pub fn park_due(
 /// Waits, parked, until the client sends its next bytes (kept in `io` to replay; true) or the
 /// connection should close: the client closed or failed, an idle limit is up, or the server
 /// is draining (an idle connection closes at once then, as hyper would close it).
-pub async fn wait_parked<S: AsyncRead + Unpin>(
+pub(crate) async fn wait_parked<S: AsyncRead + Unpin>(
     io: &mut Replay<S>,
     ctx: &ConnCtx,
     rules: IdleRules,

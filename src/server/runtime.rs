@@ -8,7 +8,7 @@ use tokio::sync::oneshot;
 
 use crate::bridge::wakeup::mark_io_thread;
 
-pub struct IoRuntime {
+pub(crate) struct IoRuntime {
     handle: Handle,
     stop: Option<oneshot::Sender<()>>,
     thread: Option<JoinHandle<()>>,
@@ -18,7 +18,10 @@ impl IoRuntime {
     /// `threads == 1` runs a current-thread runtime on one dedicated thread (no work-stealing
     /// overhead; the loop thread has the other core); more threads use the multi-thread one.
     /// `on_park` runs whenever a runtime thread is about to park (no task left to run).
-    pub fn start(threads: usize, on_park: impl Fn() + Send + Sync + 'static) -> io::Result<Self> {
+    pub(crate) fn start(
+        threads: usize,
+        on_park: impl Fn() + Send + Sync + 'static,
+    ) -> io::Result<Self> {
         let runtime = if threads <= 1 {
             Builder::new_current_thread()
                 .enable_all()
@@ -51,12 +54,12 @@ impl IoRuntime {
         })
     }
 
-    pub fn handle(&self) -> &Handle {
+    pub(crate) fn handle(&self) -> &Handle {
         &self.handle
     }
 
     /// Stop the runtime and wait for its thread. Call without the GIL held.
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         if let Some(stop) = self.stop.take() {
             let _ = stop.send(());
         }

@@ -4,10 +4,8 @@
 use std::convert::Infallible;
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::task::{Context, Poll};
-use std::time::Instant;
 
 use bytes::Bytes;
 use http::{Method, Request, Response, StatusCode, Version};
@@ -18,124 +16,18 @@ use tokio::sync::{mpsc, oneshot, Notify};
 use crate::bridge::body::{BodyAborted, ResponseBody, REQUEST_BODY_QUEUE};
 use crate::bridge::exchange::{CloseGuard, Exchange};
 use crate::bridge::http_state::{HttpState, RequestBody};
-use crate::bridge::pending::{ConnInfo, PendingRequest};
+use crate::bridge::pending::PendingRequest;
 use crate::bridge::wakeup::{Event, Warning};
-use crate::http::body_reader::{BodyError, BodyReader, BodyWatch};
+use crate::http::body_reader::{BodyError, BodyReader};
 use crate::http::h1_request::check_head;
 use crate::http::headers::{add_host_from_authority, expects_continue, h2_request_is_malformed};
 use crate::server::body_pump::pump_request_body;
-use crate::server::cork::IoSignals;
-use crate::server::stamp::Stamp;
+use crate::server::conn_state::{ConnCtx, InFlight};
 use crate::server::websocket::handle_upgrade;
-use crate::server::ServerShared;
 use crate::ws::handshake::is_upgrade;
 
-pub struct ConnCtx {
-    pub info: Arc<ConnInfo>,
-    pub shared: Arc<ServerShared>,
-    signals: Arc<IoSignals>,
-    in_flight: AtomicUsize,
-    /// Whether a request has ever started on this connection (see `drive`'s drain grace).
-    started: AtomicBool,
-    idle_since: Stamp,
-}
-
-impl ConnCtx {
-    pub fn new(info: ConnInfo, shared: Arc<ServerShared>, signals: Arc<IoSignals>) -> Self {
-        ConnCtx {
-            info: Arc::new(info),
-            shared,
-            signals,
-            in_flight: AtomicUsize::new(0),
-            started: AtomicBool::new(false),
-            idle_since: Stamp::now(),
-        }
-    }
-
-    /// Writes go straight out from now on (see `IoSignals`).
-    pub fn disable_corking(&self) {
-        self.signals.disable_corking();
-    }
-
-    /// Whether a request has started on this connection (its head was read).
-    pub fn has_started_a_request(&self) -> bool {
-        self.started.load(Ordering::Relaxed)
-    }
-
-    /// Ask the I/O wrapper to park the connection at hyper's next read (see `server::park`).
-    pub fn request_park(&self) {
-        self.signals.request_park();
-    }
-
-    /// Whether the connection parked since `request_park` (clears the request either way).
-    pub fn take_parked(&self) -> bool {
-        self.signals.take_parked()
-    }
-
-    /// Where the connection stands between requests; None while a request is in flight.
-    pub fn idle_state(&self) -> Option<IdleState> {
-        if self.in_flight.load(Ordering::SeqCst) > 0 {
-            return None;
-        }
-        Some(IdleState {
-            since: self.idle_since.get(),
-            head_started: self.signals.input_since(),
-        })
-    }
-}
-
-/// A connection with no request in flight.
-#[derive(Clone, Copy, Debug)]
-pub struct IdleState {
-    /// Since when: the last response, or the connection's start.
-    pub since: Instant,
-    /// When the client began sending its next request head, if it has.
-    pub head_started: Option<Instant>,
-}
-
-/// One request in flight, from the service call until hyper drops its response body.
-struct InFlight(Arc<ConnCtx>);
-
-impl InFlight {
-    fn new(conn: Arc<ConnCtx>) -> Self {
-        conn.enter();
-        conn.started.store(true, Ordering::Relaxed);
-        InFlight(conn)
-    }
-}
-
-impl Drop for InFlight {
-    fn drop(&mut self) {
-        self.0.leave();
-        self.0.shared.request_finished();
-    }
-}
-
-impl ConnCtx {
-    /// One more thing in flight: a response, or a request body still arriving.
-    fn enter(&self) {
-        self.in_flight.fetch_add(1, Ordering::SeqCst);
-    }
-
-    /// One thing in flight is over.
-    fn leave(&self) {
-        self.idle_since.set_now();
-        self.signals.went_idle();
-        self.in_flight.fetch_sub(1, Ordering::SeqCst);
-    }
-}
-
-/// A request body keeps its connection busy until it ends, like a response does. An app may
-/// answer first and read the body after: a pause in that body is not idle time (for the
-/// keep-alive timer, and for parking, which hyper would take for the client leaving mid-body).
-impl BodyWatch for ConnCtx {
-    fn body_ended(&self) {
-        self.leave();
-    }
-}
-
 /// The response body plus the in-flight marker that lives exactly as long as hyper needs it.
-pub struct TrackedBody {
+pub(crate) struct TrackedBody {
     inner: ResponseBody,
     in_flight: Option<InFlight>,
     /// For a streamed response to a streamed request: fires when the request body fails
@@ -181,7 +73,7 @@ impl Body for TrackedBody {
         let polled = Pin::new(&mut self.inner).poll_frame(cx);
         if self.inner.is_streaming() && matches!(polled, Poll::Ready(Some(Ok(_)))) {
             if let Some(in_flight) = &self.in_flight {
-                in_flight.0.signals.request();
+                in_flight.chunk_taken();
             }
         }
         polled
@@ -198,7 +90,7 @@ impl Body for TrackedBody {
 
 /// HTTP/2's service: a malformed request (what the h2 crate lets through, see
 /// `h2_request_is_malformed`) fails, and hyper resets its stream with the error's reason.
-pub async fn handle_h2_request(
+pub(crate) async fn handle_h2_request(
     req: Request<Incoming>,
     conn: Arc<ConnCtx>,
 ) -> Result<Response<TrackedBody>, h2::Error> {
@@ -211,7 +103,7 @@ pub async fn handle_h2_request(
     }
 }
 
-pub async fn handle_request(
+pub(crate) async fn handle_request(
     req: Request<Incoming>,
     conn: Arc<ConnCtx>,
 ) -> Result<Response<TrackedBody>, Infallible> {

@@ -12,10 +12,10 @@ fn epoch() -> Instant {
 }
 
 /// A moment, as nanoseconds since `epoch()` (u64 nanoseconds last ~584 years).
-pub struct Stamp(AtomicU64);
+pub(crate) struct Stamp(AtomicU64);
 
 impl Stamp {
-    pub fn now() -> Self {
+    pub(crate) fn now() -> Self {
         Stamp(AtomicU64::new(Self::nanos_now()))
     }
 
@@ -24,11 +24,11 @@ impl Stamp {
         u64::try_from(since.as_nanos()).unwrap_or(u64::MAX)
     }
 
-    pub fn set_now(&self) {
+    pub(crate) fn set_now(&self) {
         self.0.store(Self::nanos_now(), Ordering::Relaxed);
     }
 
-    pub fn get(&self) -> Instant {
+    pub(crate) fn get(&self) -> Instant {
         epoch() + Duration::from_nanos(self.0.load(Ordering::Relaxed))
     }
 }

@@ -23,7 +23,7 @@ use crate::bridge::wakeup::Event;
 use crate::bridge::websocket::WsState;
 use crate::bridge::websocket::{CloseInfo, WsDecision, WsIn, WsOut};
 use crate::http::responses::build_response;
-use crate::server::service::ConnCtx;
+use crate::server::conn_state::ConnCtx;
 use crate::server::{Lifecycle, ServerShared};
 use crate::ws::deflate::{negotiate, DeflateParams, Deflater, Inflater};
 use crate::ws::frame::{close_payload, OpCode};
@@ -36,7 +36,7 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 /// close its side.
 const LINGER: Duration = Duration::from_secs(2);
 
-pub async fn handle_upgrade(
+pub(crate) async fn handle_upgrade(
     mut req: Request<IncomingBody>,
     conn: &Arc<ConnCtx>,
 ) -> Response<ResponseBody> {

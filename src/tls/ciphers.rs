@@ -59,7 +59,7 @@ fn matches(suite: &SupportedCipherSuite, name: &str) -> bool {
 
 /// The suites `spec` names (separated by `:`, `,` or spaces), in the order given. Unknown
 /// names are an error listing what is available.
-pub fn select(
+pub(crate) fn select(
     spec: &str,
     available: &[SupportedCipherSuite],
 ) -> Result<Vec<SupportedCipherSuite>, String> {

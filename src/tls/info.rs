@@ -10,7 +10,7 @@ use x509_cert::Certificate;
 use crate::tls::settings::pem_certificate;
 
 #[derive(Debug)]
-pub struct TlsInfo {
+pub(crate) struct TlsInfo {
     /// The server's certificate (PEM), shared by every connection.
     pub server_cert: Arc<str>,
     /// The client's certificates as PEM, leaf first; empty when it sent none.
@@ -24,7 +24,7 @@ pub struct TlsInfo {
 }
 
 impl TlsInfo {
-    pub fn new(conn: &ServerConnection, server_cert: Arc<str>) -> Self {
+    pub(crate) fn new(conn: &ServerConnection, server_cert: Arc<str>) -> Self {
         let chain = conn.peer_certificates().unwrap_or(&[]);
         let client_cert_name = chain.first().and_then(|leaf| {
             // The handshake verified the certificate; should its subject still not decode

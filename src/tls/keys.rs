@@ -12,7 +12,7 @@ fn read(what: &str, path: &Path) -> Result<Vec<u8>, String> {
 }
 
 /// Every certificate in a PEM file, in file order (leaf first for a chain).
-pub fn load_certs(what: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
+pub(crate) fn load_certs(what: &str, path: &Path) -> Result<Vec<CertificateDer<'static>>, String> {
     let data = read(what, path)?;
     let certs = CertificateDer::pem_slice_iter(&data)
         .collect::<Result<Vec<_>, _>>()
@@ -28,7 +28,7 @@ pub fn load_certs(what: &str, path: &Path) -> Result<Vec<CertificateDer<'static>
 
 /// The private key in a PEM file: PKCS#8, PKCS#1 (RSA) or SEC1 (EC), or an encrypted PKCS#8
 /// key when `password` is given.
-pub fn load_private_key(
+pub(crate) fn load_private_key(
     path: &Path,
     password: Option<&[u8]>,
 ) -> Result<PrivateKeyDer<'static>, String> {

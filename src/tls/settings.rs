@@ -14,7 +14,7 @@ use tokio_rustls::TlsAcceptor;
 use crate::tls::{ciphers, keys};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ClientAuth {
+pub(crate) enum ClientAuth {
     /// Do not ask for a client certificate.
     None,
     /// Ask; a client without one is let in, a client with an invalid one is refused.
@@ -24,12 +24,12 @@ pub enum ClientAuth {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum MinVersion {
+pub(crate) enum MinVersion {
     Tls12,
     Tls13,
 }
 
-pub struct TlsOptions {
+pub(crate) struct TlsOptions {
     pub certfile: PathBuf,
     /// None: the key is in `certfile` too.
     pub keyfile: Option<PathBuf>,
@@ -42,14 +42,14 @@ pub struct TlsOptions {
 
 /// A loaded, checked configuration. ALPN is left empty: it depends on `--http` and is set
 /// when the server is assembled (`with_alpn`).
-pub struct LoadedTls {
+pub(crate) struct LoadedTls {
     pub config: Arc<ServerConfig>,
     /// The server's leaf certificate as PEM (for `extensions["tls"]["server_cert"]`).
     pub server_cert_pem: Arc<str>,
 }
 
 /// What the accept loop needs for TLS connections.
-pub struct TlsServer {
+pub(crate) struct TlsServer {
     pub acceptor: TlsAcceptor,
     pub server_cert_pem: Arc<str>,
     /// A client that does not finish the handshake in time is dropped.
@@ -66,7 +66,11 @@ impl std::fmt::Debug for TlsServer {
 
 impl LoadedTls {
     /// The server for a given ALPN list (most preferred first).
-    pub fn with_alpn(&self, alpn: &[&[u8]], handshake_timeout: Option<Duration>) -> TlsServer {
+    pub(crate) fn with_alpn(
+        &self,
+        alpn: &[&[u8]],
+        handshake_timeout: Option<Duration>,
+    ) -> TlsServer {
         let mut config = (*self.config).clone();
         config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
         TlsServer {
@@ -77,7 +81,7 @@ impl LoadedTls {
     }
 }
 
-pub fn pem_certificate(der: &[u8]) -> String {
+pub(crate) fn pem_certificate(der: &[u8]) -> String {
     // Encoding into a String cannot fail for a certificate-sized input; fall back to an
     // empty string rather than panicking.
     der::pem::encode_string("CERTIFICATE", der::pem::LineEnding::LF, der).unwrap_or_default()
@@ -117,7 +121,7 @@ fn client_verifier(
 }
 
 /// Reads every file and checks that the certificate and key match; errors are one line.
-pub fn load(opts: &TlsOptions) -> Result<LoadedTls, String> {
+pub(crate) fn load(opts: &TlsOptions) -> Result<LoadedTls, String> {
     let mut provider = rustls::crypto::ring::default_provider();
     if let Some(spec) = &opts.ciphers {
         provider.cipher_suites = ciphers::select(spec, &provider.cipher_suites)?;

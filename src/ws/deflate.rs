@@ -234,11 +234,11 @@ impl Cursor<'_> {
 
 /// zlib did not produce a complete flushed block: the message is sent uncompressed.
 #[derive(Debug)]
-pub struct CompressFailed;
+pub(crate) struct CompressFailed;
 
 /// The server's compressor. Created on first use: connections that never send a large
 /// enough message never pay for the zlib state.
-pub struct Deflater {
+pub(crate) struct Deflater {
     inner: Option<Compress>,
     window_bits: u8,
     no_context_takeover: bool,
@@ -247,7 +247,7 @@ pub struct Deflater {
 impl Deflater {
     /// None when the agreed window is one zlib cannot produce (8 bits): we then send
     /// uncompressed messages only.
-    pub fn new(params: &DeflateParams) -> Option<Self> {
+    pub(crate) fn new(params: &DeflateParams) -> Option<Self> {
         let window_bits = params.server_max_window_bits.unwrap_or(15);
         (window_bits >= 9).then_some(Deflater {
             inner: None,
@@ -258,7 +258,11 @@ impl Deflater {
 
     /// Compress one whole message into `out` (cleared first), without the `00 00 ff ff`
     /// tail. Err only if zlib misbehaves: the message then goes out uncompressed.
-    pub fn compress(&mut self, input: &[u8], out: &mut Vec<u8>) -> Result<(), CompressFailed> {
+    pub(crate) fn compress(
+        &mut self,
+        input: &[u8],
+        out: &mut Vec<u8>,
+    ) -> Result<(), CompressFailed> {
         out.clear();
         if input.is_empty() {
             // An empty stored block (its tail stripped). zlib would emit nothing for it after
@@ -320,7 +324,7 @@ impl Inflater {
 
     /// Inflate the next piece of a compressed message onto `out`, failing with 1009 as soon
     /// as `out` would exceed `limit` bytes and with 1007 on corrupt data.
-    pub fn inflate(
+    pub(crate) fn inflate(
         &mut self,
         mut input: &[u8],
         out: &mut Vec<u8>,
@@ -368,7 +372,7 @@ impl Inflater {
     }
 
     /// The message ended: inflate the tail the sender stripped.
-    pub fn finish(&mut self, out: &mut Vec<u8>, limit: usize) -> Result<(), Violation> {
+    pub(crate) fn finish(&mut self, out: &mut Vec<u8>, limit: usize) -> Result<(), Violation> {
         self.inflate(&TAIL, out, limit)?;
         if self.no_context_takeover {
             if let Some(zlib) = &mut self.inner {

@@ -5,12 +5,12 @@
 //! the message state (continuations, fragment order) live in `stream`.
 
 /// Longest header we send (server frames are not masked).
-pub const MAX_SERVER_HEADER: usize = 10;
+pub(crate) const MAX_SERVER_HEADER: usize = 10;
 /// RFC 6455 §5.5: control frame payloads are at most 125 bytes.
-pub const MAX_CONTROL_PAYLOAD: usize = 125;
+pub(crate) const MAX_CONTROL_PAYLOAD: usize = 125;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum OpCode {
+pub(crate) enum OpCode {
     Continuation,
     Text,
     Binary,
@@ -43,7 +43,7 @@ impl OpCode {
         }
     }
 
-    pub fn is_control(self) -> bool {
+    pub(crate) fn is_control(self) -> bool {
         matches!(self, OpCode::Close | OpCode::Ping | OpCode::Pong)
     }
 }
@@ -56,15 +56,15 @@ pub struct Violation {
 }
 
 impl Violation {
-    pub const fn protocol(reason: &'static str) -> Self {
+    pub(crate) const fn protocol(reason: &'static str) -> Self {
         Violation { code: 1002, reason }
     }
 
-    pub const fn invalid_data(reason: &'static str) -> Self {
+    pub(crate) const fn invalid_data(reason: &'static str) -> Self {
         Violation { code: 1007, reason }
     }
 
-    pub const fn too_big() -> Self {
+    pub(crate) const fn too_big() -> Self {
         Violation {
             code: 1009,
             reason: "message too big",
@@ -73,7 +73,7 @@ impl Violation {
 }
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct FrameHeader {
+pub(crate) struct FrameHeader {
     pub fin: bool,
     /// RSV1: "compressed" under permessage-deflate (RFC 7692 §6).
     pub rsv1: bool,
@@ -87,7 +87,7 @@ pub struct FrameHeader {
 ///
 /// The first two bytes are judged as soon as they arrive, so a bad frame fails the
 /// connection without waiting for the rest of its header.
-pub fn parse_header(
+pub(crate) fn parse_header(
     buf: &[u8],
     rsv1_allowed: bool,
 ) -> Result<Option<(FrameHeader, usize)>, Violation> {
@@ -156,7 +156,7 @@ pub fn parse_header(
 }
 
 /// Write an (unmasked) server frame header into `out`; returns its length.
-pub fn encode_header(
+pub(crate) fn encode_header(
     out: &mut [u8; MAX_SERVER_HEADER],
     fin: bool,
     rsv1: bool,
@@ -180,7 +180,7 @@ pub fn encode_header(
 
 /// XOR `data` with the masking key, `data` starting `offset` bytes into the payload.
 /// Sixteen bytes at a time (one SSE2 register on x86-64).
-pub fn apply_mask(data: &mut [u8], key: [u8; 4], offset: usize) {
+pub(crate) fn apply_mask(data: &mut [u8], key: [u8; 4], offset: usize) {
     let r = offset % 4;
     let key = [key[r], key[(r + 1) % 4], key[(r + 2) % 4], key[(r + 3) % 4]];
     let mut repeated = [0u8; 16];
@@ -208,7 +208,7 @@ pub fn close_code_allowed(code: u16) -> bool {
 }
 
 /// A client's close frame payload: `None` when it carries no code (1005 to the app).
-pub fn parse_close(payload: &[u8]) -> Result<Option<(u16, String)>, Violation> {
+pub(crate) fn parse_close(payload: &[u8]) -> Result<Option<(u16, String)>, Violation> {
     match payload {
         [] => Ok(None),
         [_] => Err(Violation::protocol("close payload of one byte")),
@@ -226,7 +226,7 @@ pub fn parse_close(payload: &[u8]) -> Result<Option<(u16, String)>, Violation> {
 
 /// The payload of a close frame we send: the code, then as much of the reason as fits in
 /// a control frame without splitting a character.
-pub fn close_payload(code: u16, reason: &str) -> Vec<u8> {
+pub(crate) fn close_payload(code: u16, reason: &str) -> Vec<u8> {
     let mut end = reason.len().min(MAX_CONTROL_PAYLOAD - 2);
     while !reason.is_char_boundary(end) {
         end -= 1;

@@ -50,7 +50,7 @@ pub fn subprotocols(headers: &HeaderMap) -> Vec<String> {
 /// RFC 6455 §4.2.2: `Sec-WebSocket-Accept` is base64(SHA-1(key + this GUID)).
 const ACCEPT_GUID: &[u8] = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11";
 
-pub fn accept_key(key: &[u8]) -> String {
+pub(crate) fn accept_key(key: &[u8]) -> String {
     let mut sha1 = Sha1::new();
     sha1.update(key);
     sha1.update(ACCEPT_GUID);
@@ -90,7 +90,7 @@ pub fn accept_headers(
     Ok(headers)
 }
 
-pub const SWITCHING: StatusCode = StatusCode::SWITCHING_PROTOCOLS;
+pub(crate) const SWITCHING: StatusCode = StatusCode::SWITCHING_PROTOCOLS;
 
 #[cfg(test)]
 mod tests {

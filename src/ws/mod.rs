@@ -12,7 +12,7 @@ pub(crate) mod utf8;
 use std::time::Duration;
 
 #[derive(Clone, Debug)]
-pub struct WsConfig {
+pub(crate) struct WsConfig {
     pub enabled: bool,
     /// Largest message (and frame) accepted from a client; bigger ones close with 1009.
     pub max_size: usize,

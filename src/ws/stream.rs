@@ -32,7 +32,7 @@ pub enum Incoming {
 }
 
 #[derive(Debug, PartialEq, Eq)]
-pub enum ReadError {
+pub(crate) enum ReadError {
     /// The peer broke the protocol: fail the connection with this close code.
     Violation(Violation),
     /// EOF or an I/O error: the connection is gone.
@@ -92,7 +92,10 @@ impl WsReader {
     }
 
     /// The next message or control frame.
-    pub async fn read<R: AsyncRead + Unpin>(&mut self, io: &mut R) -> Result<Incoming, ReadError> {
+    pub(crate) async fn read<R: AsyncRead + Unpin>(
+        &mut self,
+        io: &mut R,
+    ) -> Result<Incoming, ReadError> {
         loop {
             if let Some(incoming) = self.parse().map_err(ReadError::Violation)? {
                 return Ok(incoming);
@@ -307,14 +310,14 @@ const COPY_MAX: usize = 16 * 1024;
 /// Scratch buffers larger than this are released after use rather than kept per connection.
 const KEEP_MAX: usize = 64 * 1024;
 
-pub struct WsWriter {
+pub(crate) struct WsWriter {
     deflater: Option<Deflater>,
     compressed: Vec<u8>,
     scratch: Vec<u8>,
 }
 
 impl WsWriter {
-    pub fn new(deflater: Option<Deflater>) -> Self {
+    pub(crate) fn new(deflater: Option<Deflater>) -> Self {
         WsWriter {
             deflater,
             compressed: Vec::new(),
@@ -323,7 +326,7 @@ impl WsWriter {
     }
 
     /// Send one text or binary message as a single frame, compressed when agreed.
-    pub async fn message<W: AsyncWrite + Unpin>(
+    pub(crate) async fn message<W: AsyncWrite + Unpin>(
         &mut self,
         io: &mut W,
         text: bool,
@@ -347,7 +350,7 @@ impl WsWriter {
     }
 
     /// Send a ping, pong or close frame (payload at most 125 bytes).
-    pub async fn control<W: AsyncWrite + Unpin>(
+    pub(crate) async fn control<W: AsyncWrite + Unpin>(
         &mut self,
         io: &mut W,
         opcode: OpCode,

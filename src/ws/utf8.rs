@@ -4,7 +4,7 @@
 //! end of the message.
 
 #[derive(Default, Debug)]
-pub struct Utf8Validator {
+pub(crate) struct Utf8Validator {
     /// The start of a character split across pieces (at most 3 bytes).
     partial: [u8; 4],
     partial_len: usize,
@@ -12,7 +12,7 @@ pub struct Utf8Validator {
 
 /// The bytes are not (and cannot become) valid UTF-8.
 #[derive(Debug, PartialEq, Eq)]
-pub struct InvalidUtf8;
+pub(crate) struct InvalidUtf8;
 
 /// How many bytes a character starting with `lead` takes (1 for an invalid lead byte: the
 /// validator reports it then).
@@ -26,12 +26,12 @@ fn char_width(lead: u8) -> usize {
 }
 
 impl Utf8Validator {
-    pub fn reset(&mut self) {
+    pub(crate) fn reset(&mut self) {
         self.partial_len = 0;
     }
 
     /// Check the next piece of the message.
-    pub fn feed(&mut self, mut piece: &[u8]) -> Result<(), InvalidUtf8> {
+    pub(crate) fn feed(&mut self, mut piece: &[u8]) -> Result<(), InvalidUtf8> {
         if self.partial_len > 0 {
             // Complete the split character first.
             let width = char_width(self.partial[0]);
@@ -64,7 +64,7 @@ impl Utf8Validator {
     }
 
     /// The message ended: a character left unfinished makes it invalid.
-    pub fn finish(&mut self) -> Result<(), InvalidUtf8> {
+    pub(crate) fn finish(&mut self) -> Result<(), InvalidUtf8> {
         let complete = self.partial_len == 0;
         self.partial_len = 0;
         if complete {

@@ -24,7 +24,7 @@ impl HttpProtocol {
     fn receive_ready<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
         let mut st = self.ex.state();
         self.receive_called(&mut st);
-        if st.waiters.receivers_waiting() {
+        if !st.waiters.recv.is_empty() {
             return None; // earlier receivers are served first
         }
         match st.next_incoming(&self.ex) {

@@ -1,0 +1,122 @@
+//! The state of one connection that its requests share: who it is (`ConnInfo`), the
+//! server, what is in flight, and since when it has been idle (for the keep-alive timer and
+//! parking).
+
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::Instant;
+
+use crate::bridge::pending::ConnInfo;
+use crate::http::body_reader::BodyWatch;
+use crate::server::cork::IoSignals;
+use crate::server::stamp::Stamp;
+use crate::server::ServerShared;
+
+pub(crate) struct ConnCtx {
+    pub info: Arc<ConnInfo>,
+    pub shared: Arc<ServerShared>,
+    signals: Arc<IoSignals>,
+    in_flight: AtomicUsize,
+    /// Whether a request has ever started on this connection (see `drive`'s drain grace).
+    started: AtomicBool,
+    idle_since: Stamp,
+}
+
+impl ConnCtx {
+    pub(crate) fn new(info: ConnInfo, shared: Arc<ServerShared>, signals: Arc<IoSignals>) -> Self {
+        ConnCtx {
+            info: Arc::new(info),
+            shared,
+            signals,
+            in_flight: AtomicUsize::new(0),
+            started: AtomicBool::new(false),
+            idle_since: Stamp::now(),
+        }
+    }
+
+    /// Writes go straight out from now on (see `IoSignals`).
+    pub(crate) fn disable_corking(&self) {
+        self.signals.disable_corking();
+    }
+
+    /// Whether a request has started on this connection (its head was read).
+    pub(crate) fn has_started_a_request(&self) -> bool {
+        self.started.load(Ordering::Relaxed)
+    }
+
+    /// Ask the I/O wrapper to park the connection at hyper's next read (see `server::park`).
+    pub(crate) fn request_park(&self) {
+        self.signals.request_park();
+    }
+
+    /// Whether the connection parked since `request_park` (clears the request either way).
+    pub(crate) fn take_parked(&self) -> bool {
+        self.signals.take_parked()
+    }
+
+    /// Where the connection stands between requests; None while a request is in flight.
+    pub(crate) fn idle_state(&self) -> Option<IdleState> {
+        if self.in_flight.load(Ordering::SeqCst) > 0 {
+            return None;
+        }
+        Some(IdleState {
+            since: self.idle_since.get(),
+            head_started: self.signals.input_since(),
+        })
+    }
+}
+
+/// A connection with no request in flight.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct IdleState {
+    /// Since when: the last response, or the connection's start.
+    pub since: Instant,
+    /// When the client began sending its next request head, if it has.
+    pub head_started: Option<Instant>,
+}
+
+/// One request in flight, from the service call until hyper drops its response body.
+pub(crate) struct InFlight(Arc<ConnCtx>);
+
+impl InFlight {
+    pub(crate) fn new(conn: Arc<ConnCtx>) -> Self {
+        conn.enter();
+        conn.started.store(true, Ordering::Relaxed);
+        InFlight(conn)
+    }
+
+    /// hyper took a chunk of a streamed response: corked writes go out (see `IoSignals`).
+    pub(crate) fn chunk_taken(&self) {
+        self.0.signals.request();
+    }
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        self.0.leave();
+        self.0.shared.request_finished();
+    }
+}
+
+impl ConnCtx {
+    /// One more thing in flight: a response, or a request body still arriving.
+    pub(crate) fn enter(&self) {
+        self.in_flight.fetch_add(1, Ordering::SeqCst);
+    }
+
+    /// One thing in flight is over.
+    fn leave(&self) {
+        self.idle_since.set_now();
+        self.signals.went_idle();
+        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// A request body keeps its connection busy until it ends, like a response does. An app may
+/// answer first and read the body after: a pause in that body is not idle time (for the
+/// keep-alive timer, and for parking, which hyper would take for the client leaving mid-body).
+impl BodyWatch for ConnCtx {
+    fn body_ended(&self) {
+        self.leave();
+    }
+}
