@@ -277,3 +277,22 @@ def test_h2load_h2c(server_factory):
     total, done, succeeded, failed, errored = map(int, match.groups())
     assert (total, done, succeeded, failed, errored) == (2000, 2000, 2000, 0, 0), out
     assert "2xx: 2000" in out.replace("status codes: 2000 2xx", "2xx: 2000"), out
+
+
+def test_authority_is_the_first_header_and_replaces_host(server_factory):
+    """ASGI HTTP scope: pseudo-headers removed, ``:authority`` added at the start of
+    ``headers`` as ``host``, replacing a ``host`` the client also sent."""
+    server = server_factory(APP)
+    with H2Client(server.port) as client:
+        # The h2 library refuses to send a Host that differs from :authority; a client may.
+        client.conn.config.validate_outbound_headers = False
+        resp = client.get("/scope", headers=[("x-first", "1"), ("host", "other.example")])
+        assert resp.status == 200
+        headers = json.loads(bytes(resp.data))["headers"]
+        assert headers[0] == ["host", f"127.0.0.1:{server.port}"]
+        assert [name for name, _ in headers].count("host") == 1
+        assert ["x-first", "1"] in headers
+        # Without a host header of its own the request still gets one, first.
+        resp = client.get("/scope", headers=[("x-first", "1")])
+        headers = json.loads(bytes(resp.data))["headers"]
+        assert headers[0] == ["host", f"127.0.0.1:{server.port}"]

@@ -44,22 +44,96 @@ pub(crate) fn expects_continue(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"))
 }
 
-/// HTTP/2 carries the host in the `:authority` pseudo-header, which hyper moves into the URI;
-/// ASGI apps (and the spec's examples) look for a `host` header, so add one when absent.
+/// HTTP/2 carries the host in the `:authority` pseudo-header, which hyper moves into the URI.
+/// The ASGI spec: pseudo-headers are removed and `:authority` is added *at the start* of
+/// `headers` as `host`, *replacing* any `host` the client also sent. A request without
+/// `:authority` keeps its headers as they are.
 pub(crate) fn add_host_from_authority(head: &mut http::request::Parts) {
-    if head.headers.contains_key(HOST) {
+    let Some(value) = head
+        .uri
+        .authority()
+        .and_then(|a| HeaderValue::from_str(a.as_str()).ok())
+    else {
         return;
-    }
-    if let Some(authority) = head.uri.authority() {
-        if let Ok(value) = HeaderValue::from_str(authority.as_str()) {
-            head.headers.insert(HOST, value);
+    };
+    let sent = std::mem::take(&mut head.headers);
+    let mut headers = HeaderMap::with_capacity(sent.len() + 1);
+    headers.insert(HOST, value);
+    // `into_iter` names each field once, before its first value; later values of the same
+    // field come with None.
+    let mut name = None;
+    for (next, value) in sent {
+        if next.is_some() {
+            name = next;
+        }
+        match &name {
+            Some(n) if *n != HOST => {
+                headers.append(n.clone(), value);
+            }
+            _ => {}
         }
     }
+    head.headers = headers;
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn h2_head(authority: Option<&str>, headers: &[(&str, &str)]) -> http::request::Parts {
+        let uri = match authority {
+            Some(a) => format!("http://{a}/p"),
+            None => "/p".to_owned(),
+        };
+        let mut builder = http::Request::builder()
+            .uri(uri)
+            .version(http::Version::HTTP_2);
+        for (name, value) in headers {
+            builder = builder.header(*name, *value);
+        }
+        builder.body(()).unwrap().into_parts().0
+    }
+
+    fn pairs(head: &http::request::Parts) -> Vec<(String, String)> {
+        head.headers
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_str().unwrap().to_owned()))
+            .collect()
+    }
+
+    #[test]
+    fn authority_becomes_the_first_header_and_replaces_host() {
+        let mut head = h2_head(
+            Some("a.example:8443"),
+            &[
+                ("x-one", "1"),
+                ("host", "b.example"),
+                ("x-two", "2"),
+                ("x-one", "3"),
+            ],
+        );
+        add_host_from_authority(&mut head);
+        let expected = [
+            ("host", "a.example:8443"),
+            ("x-one", "1"),
+            ("x-one", "3"),
+            ("x-two", "2"),
+        ];
+        let expected: Vec<_> = expected
+            .iter()
+            .map(|(n, v)| (n.to_string(), v.to_string()))
+            .collect();
+        assert_eq!(pairs(&head), expected);
+    }
+
+    #[test]
+    fn without_authority_the_headers_stay() {
+        let mut head = h2_head(None, &[("x-one", "1"), ("host", "b.example")]);
+        add_host_from_authority(&mut head);
+        let got = pairs(&head);
+        assert_eq!(got.len(), 2);
+        assert!(got.contains(&("host".to_owned(), "b.example".to_owned())));
+    }
 
     fn malformed(method: &str, uri: &str, headers: &[(&str, &[u8])]) -> bool {
         let mut map = HeaderMap::new();
@@ -89,7 +163,7 @@ mod tests {
     }
 
     #[test]
-    fn host_comes_from_the_authority_unless_present() {
+    fn host_comes_from_the_authority() {
         let (mut head, ()) = http::Request::get("https://example.com:8443/x")
             .body(())
             .unwrap()
@@ -102,7 +176,8 @@ mod tests {
             .unwrap()
             .into_parts();
         add_host_from_authority(&mut head);
-        assert_eq!(head.headers[HOST], "other");
+        assert_eq!(head.headers[HOST], "example.com");
+        assert_eq!(head.headers.get_all(HOST).iter().count(), 1);
         let (mut head, ()) = http::Request::get("/x").body(()).unwrap().into_parts();
         add_host_from_authority(&mut head);
         assert!(!head.headers.contains_key(HOST));
