@@ -638,6 +638,37 @@ def test_unsupported_version_is_426(server):
     assert resp.header("sec-websocket-version") == "13"
 
 
+def _without(name):
+    return [h for h in upgrade_headers() if h[0] != name]
+
+
+@pytest.mark.parametrize(
+    "method,version,headers",
+    [
+        ("GET", "HTTP/1.1", _without("Sec-WebSocket-Key")),
+        ("GET", "HTTP/1.1", _without("Sec-WebSocket-Key") + [("Sec-WebSocket-Key", "not base64!")]),
+        # base64 of 10 bytes, not 16.
+        ("GET", "HTTP/1.1", _without("Sec-WebSocket-Key") + [("Sec-WebSocket-Key", "dGhlIHNhbXBsZQ==")]),
+        ("GET", "HTTP/1.1", upgrade_headers([("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")])),
+        ("POST", "HTTP/1.1", upgrade_headers([("Content-Length", "0")])),
+        ("GET", "HTTP/1.0", upgrade_headers()),
+    ],
+    ids=["no-key", "key-not-base64", "key-not-16-bytes", "two-keys", "post", "http-1.0"],
+)
+def test_invalid_handshake_is_400_and_never_reaches_the_app(server, method, version, headers):
+    """RFC 6455 §4.2.1: a request asking for a WebSocket that breaks the handshake rules gets
+    a 400 from the server: not a WebSocket scope, and not an HTTP scope either (the app would
+    answer 200 with its scope, or 101)."""
+    with RawConnection(server.port) as conn:
+        conn.send(request_bytes(method, "/echo", headers, version=version))
+        resp = conn.read_response()
+    assert resp.status == 400, resp
+    # The worker goes on serving.
+    with RawConnection(server.port) as conn:
+        conn.send(request_bytes("GET", "/hello"))
+        assert conn.read_response().body == b"hello world"
+
+
 @pytest.fixture(scope="module")
 def ping_server():
     with start_server(APP, "--ws-ping-interval", "0.5", "--ws-ping-timeout", "0.5") as s:

@@ -8,7 +8,8 @@ use std::sync::Arc;
 use std::task::{Context, Poll};
 
 use bytes::Bytes;
-use http::{Method, Request, Response, StatusCode, Version};
+use http::header::SEC_WEBSOCKET_VERSION;
+use http::{HeaderValue, Method, Request, Response, StatusCode, Version};
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use tokio::sync::{mpsc, oneshot, Notify};
@@ -24,7 +25,7 @@ use crate::http::headers::{add_host_from_authority, expects_continue, h2_request
 use crate::server::body_pump::pump_request_body;
 use crate::server::conn_state::{ConnCtx, InFlight};
 use crate::server::websocket::handle_upgrade;
-use crate::ws::handshake::is_upgrade;
+use crate::ws::handshake::{asks_for_websocket, check_handshake, Refusal};
 
 /// The response body plus the in-flight marker that lives exactly as long as hyper needs it.
 pub(crate) struct TrackedBody {
@@ -127,6 +128,22 @@ fn refuse(
     ResponseBody::error(&conn.shared.config, status)
 }
 
+/// A WebSocket handshake that breaks RFC 6455 §4.2.1: 400, or 426 naming the version we
+/// speak (§4.4).
+fn refuse_websocket(conn: &ConnCtx, refusal: Refusal) -> Response<ResponseBody> {
+    let mut response = refuse(
+        conn,
+        refusal.status(),
+        format_args!("refused a WebSocket handshake: {}", refusal.reason()),
+    );
+    if refusal == Refusal::UnsupportedVersion {
+        response
+            .headers_mut()
+            .insert(SEC_WEBSOCKET_VERSION, HeaderValue::from_static("13"));
+    }
+    response
+}
+
 fn warn_limit(conn: &ConnCtx, status: StatusCode, why: std::fmt::Arguments<'_>) {
     let peer = match conn.info.peer {
         Some(peer) => crate::bridge::pending::host_port(&peer),
@@ -190,8 +207,12 @@ async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>) -> Responded {
             return (refuse(conn, StatusCode::URI_TOO_LONG, why), None);
         }
     }
-    if config.ws.enabled && is_upgrade(req.method(), req.version(), req.headers()) {
-        return (handle_upgrade(req, conn).await, None);
+    if config.ws.enabled && req.version() <= Version::HTTP_11 && asks_for_websocket(req.headers()) {
+        // A request that asks for a WebSocket gets one or a 4xx: never an HTTP scope.
+        return match check_handshake(req.method(), req.version(), req.headers()) {
+            Ok(()) => (handle_upgrade(req, conn).await, None),
+            Err(refusal) => (refuse_websocket(conn, refusal), None),
+        };
     }
     let (mut head, body) = req.into_parts();
     if head.version == Version::HTTP_2 {

@@ -5,9 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::header::{
-    HeaderValue, SEC_WEBSOCKET_EXTENSIONS, SEC_WEBSOCKET_KEY, SEC_WEBSOCKET_VERSION,
-};
+use http::header::{SEC_WEBSOCKET_EXTENSIONS, SEC_WEBSOCKET_KEY};
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming as IncomingBody;
 use hyper::upgrade::Upgraded;
@@ -27,7 +25,7 @@ use crate::server::conn_state::ConnCtx;
 use crate::server::{Lifecycle, ServerShared};
 use crate::ws::deflate::{negotiate, DeflateParams, Deflater, Inflater};
 use crate::ws::frame::{close_payload, OpCode};
-use crate::ws::handshake::{accept_headers, subprotocols, version_supported, SWITCHING};
+use crate::ws::handshake::{accept_headers, subprotocols, SWITCHING};
 use crate::ws::stream::{Incoming, ReadError, WsReader, WsWriter};
 
 /// How long we wait for the peer's close frame after sending ours.
@@ -42,14 +40,6 @@ pub(crate) async fn handle_upgrade(
 ) -> Response<ResponseBody> {
     let shared = &conn.shared;
     let config = &shared.config;
-    if !version_supported(req.headers()) {
-        // RFC 6455 §4.4: say which version we speak.
-        let mut response = ResponseBody::error(config, StatusCode::UPGRADE_REQUIRED);
-        response
-            .headers_mut()
-            .insert(SEC_WEBSOCKET_VERSION, HeaderValue::from_static("13"));
-        return response;
-    }
     let on_upgrade = hyper::upgrade::on(&mut req);
     let (head, _body) = req.into_parts();
     let key = head

@@ -8,21 +8,87 @@ use http::header::{
 use http::{Method, StatusCode, Version};
 use sha1::{Digest, Sha1};
 
-/// True when `head` asks for a WebSocket (RFC 6455 §4.2.1): GET, HTTP/1.1, `Upgrade:
-/// websocket`, a `Connection` header listing `upgrade`, version 13 and a key.
-pub fn is_upgrade(method: &Method, version: Version, headers: &HeaderMap) -> bool {
-    method == Method::GET
-        && version == Version::HTTP_11
-        && header_has_token(headers, &UPGRADE, "websocket")
+/// `Upgrade: websocket` with a `Connection` header listing `upgrade`: the client asks for a
+/// WebSocket. Whether it may have one is `check_handshake`'s answer.
+pub(crate) fn asks_for_websocket(headers: &HeaderMap) -> bool {
+    header_has_token(headers, &UPGRADE, "websocket")
         && header_has_token(headers, &CONNECTION, "upgrade")
-        && headers.contains_key(SEC_WEBSOCKET_KEY)
+}
+
+/// Why a request that asks for a WebSocket cannot have one.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// Not an HTTP/1.1 (or later) GET, or no valid `Sec-WebSocket-Key`: 400.
+    BadRequest(&'static str),
+    /// A `Sec-WebSocket-Version` other than 13: 426 with the version we speak (§4.4).
+    UnsupportedVersion,
+}
+
+impl Refusal {
+    pub(crate) fn status(self) -> StatusCode {
+        match self {
+            Refusal::BadRequest(_) => StatusCode::BAD_REQUEST,
+            Refusal::UnsupportedVersion => StatusCode::UPGRADE_REQUIRED,
+        }
+    }
+
+    /// For the log line.
+    pub(crate) fn reason(self) -> &'static str {
+        match self {
+            Refusal::BadRequest(why) => why,
+            Refusal::UnsupportedVersion => "Sec-WebSocket-Version is not 13",
+        }
+    }
+}
+
+/// RFC 6455 §4.2.1, for a request that asks for a WebSocket: a GET of HTTP/1.1, one
+/// `Sec-WebSocket-Key` that is base64 of 16 bytes, and `Sec-WebSocket-Version: 13`.
+pub(crate) fn check_handshake(
+    method: &Method,
+    version: Version,
+    headers: &HeaderMap,
+) -> Result<(), Refusal> {
+    if method != Method::GET {
+        return Err(Refusal::BadRequest("a WebSocket handshake must be a GET"));
+    }
+    if version != Version::HTTP_11 {
+        return Err(Refusal::BadRequest("a WebSocket handshake needs HTTP/1.1"));
+    }
+    let mut keys = headers.get_all(SEC_WEBSOCKET_KEY).iter();
+    let valid_key = match (keys.next(), keys.next()) {
+        (Some(key), None) => key_is_valid(key.as_bytes()),
+        _ => false,
+    };
+    if !valid_key {
+        return Err(Refusal::BadRequest(
+            "Sec-WebSocket-Key is missing, repeated or not base64 of 16 bytes",
+        ));
+    }
+    if !version_supported(headers) {
+        return Err(Refusal::UnsupportedVersion);
+    }
+    Ok(())
+}
+
+/// A nonce of 16 bytes, base64-encoded (24 characters with padding).
+fn key_is_valid(key: &[u8]) -> bool {
+    BASE64
+        .decode(key.trim_ascii())
+        .is_ok_and(|nonce| nonce.len() == 16)
+}
+
+/// True when `head` asks for a WebSocket and may have one (RFC 6455 §4.2.1).
+pub fn is_upgrade(method: &Method, version: Version, headers: &HeaderMap) -> bool {
+    asks_for_websocket(headers) && check_handshake(method, version, headers).is_ok()
 }
 
 /// A version other than 13 gets 426 with the version we speak (RFC 6455 §4.4).
 pub fn version_supported(headers: &HeaderMap) -> bool {
-    headers
-        .get(SEC_WEBSOCKET_VERSION)
-        .is_some_and(|v| v.as_bytes().trim_ascii() == b"13")
+    let mut versions = headers.get_all(SEC_WEBSOCKET_VERSION).iter();
+    match (versions.next(), versions.next()) {
+        (Some(v), None) => v.as_bytes().trim_ascii() == b"13",
+        _ => false,
+    }
 }
 
 fn header_has_token(headers: &HeaderMap, name: &http::HeaderName, token: &str) -> bool {
@@ -120,7 +186,60 @@ mod tests {
         assert!(!is_upgrade(&Method::POST, Version::HTTP_11, &h));
         assert!(!is_upgrade(&Method::GET, Version::HTTP_10, &h));
         let no_conn = headers(&[("upgrade", "websocket"), ("sec-websocket-key", "x")]);
+        assert!(!asks_for_websocket(&no_conn));
         assert!(!is_upgrade(&Method::GET, Version::HTTP_11, &no_conn));
+    }
+
+    fn handshake(method: Method, version: Version, extra: &[(&str, &str)]) -> Result<(), Refusal> {
+        let mut pairs = vec![("upgrade", "websocket"), ("connection", "Upgrade")];
+        pairs.extend_from_slice(extra);
+        let h = headers(&pairs);
+        assert!(asks_for_websocket(&h));
+        check_handshake(&method, version, &h)
+    }
+
+    const KEY: (&str, &str) = ("sec-websocket-key", "dGhlIHNhbXBsZSBub25jZQ==");
+    const V13: (&str, &str) = ("sec-websocket-version", "13");
+
+    #[test]
+    fn handshake_rules_of_rfc_6455_4_2_1() {
+        assert_eq!(
+            handshake(Method::GET, Version::HTTP_11, &[KEY, V13]),
+            Ok(())
+        );
+        let bad = |r: Result<(), Refusal>| r.map_err(|e| e.status());
+        assert_eq!(
+            bad(handshake(Method::POST, Version::HTTP_11, &[KEY, V13])),
+            Err(StatusCode::BAD_REQUEST)
+        );
+        assert_eq!(
+            bad(handshake(Method::GET, Version::HTTP_10, &[KEY, V13])),
+            Err(StatusCode::BAD_REQUEST)
+        );
+        // Missing, not base64, the wrong length, repeated.
+        for keys in [
+            &[][..],
+            &[("sec-websocket-key", "not base64!")],
+            &[("sec-websocket-key", "dGhlIHNhbXBsZQ==")],
+            &[KEY, KEY],
+        ] {
+            let mut extra = keys.to_vec();
+            extra.push(V13);
+            assert_eq!(
+                bad(handshake(Method::GET, Version::HTTP_11, &extra)),
+                Err(StatusCode::BAD_REQUEST),
+                "{keys:?}"
+            );
+        }
+        for version in [&[][..], &[("sec-websocket-version", "8")], &[V13, V13]] {
+            let mut extra = vec![KEY];
+            extra.extend_from_slice(version);
+            assert_eq!(
+                handshake(Method::GET, Version::HTTP_11, &extra),
+                Err(Refusal::UnsupportedVersion),
+                "{version:?}"
+            );
+        }
     }
 
     #[test]
