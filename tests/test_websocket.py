@@ -196,6 +196,28 @@ def test_raw_handshake_response(server):
         assert (frame.opcode, frame.payload, frame.fin, frame.masked) == (TEXT, b"hi", True, False)
 
 
+def test_accept_headers_all_go_out_but_the_handshake_fields(server):
+    """Every header of ``websocket.accept`` reaches the 101, repeated names included; the
+    handshake's own fields (Upgrade, Connection, Sec-WebSocket-Accept/-Extensions/-Protocol)
+    keep the server's values."""
+    target = (
+        "/echo?hdr=set-cookie:a=1&hdr=x-mid:m&hdr=set-cookie:b=2"
+        "&hdr=sec-websocket-accept:forged&hdr=upgrade:other&hdr=sec-websocket-protocol:p"
+    )
+    with RawConnection(server.port) as conn:
+        conn.send(request_bytes("GET", target, upgrade_headers()))
+        _, status, _, headers, _ = conn.read_head()
+    assert status == 101
+    lowered = [(name.lower(), value) for name, value in headers]
+    assert [v for n, v in lowered if n == "set-cookie"] == ["a=1", "b=2"]
+    assert ("x-mid", "m") in lowered
+    assert [v for n, v in lowered if n == "sec-websocket-accept"] == [
+        "s3pPLMBiTxaQ9kYGzzhZRbK+xOo="
+    ]
+    assert [v.lower() for n, v in lowered if n == "upgrade"] == ["websocket"]
+    assert not any(n == "sec-websocket-protocol" for n, _ in lowered)
+
+
 def test_echo_text_and_bytes(server):
     big = pattern_chunk(3, 300000)
 

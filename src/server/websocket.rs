@@ -5,7 +5,7 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::header::{SEC_WEBSOCKET_EXTENSIONS, SEC_WEBSOCKET_KEY};
+use http::header::SEC_WEBSOCKET_KEY;
 use http::{Request, Response, StatusCode};
 use hyper::body::Incoming as IncomingBody;
 use hyper::upgrade::Upgraded;
@@ -25,7 +25,7 @@ use crate::server::conn_state::ConnCtx;
 use crate::server::{Lifecycle, ServerShared};
 use crate::ws::deflate::{negotiate, DeflateParams, Deflater, Inflater};
 use crate::ws::frame::{close_payload, OpCode};
-use crate::ws::handshake::{accept_headers, subprotocols, SWITCHING};
+use crate::ws::handshake::{accept_headers, is_handshake_field, subprotocols, SWITCHING};
 use crate::ws::stream::{Incoming, ReadError, WsReader, WsWriter};
 
 /// How long we wait for the peer's close frame after sending ours.
@@ -85,10 +85,10 @@ pub(crate) async fn handle_upgrade(
                 return ResponseBody::error(config, StatusCode::INTERNAL_SERVER_ERROR);
             };
             for (name, value) in &headers {
-                // Extensions change the framing, which is ours alone: an app's
-                // Sec-WebSocket-Extensions would announce one nobody implements (or repeat
-                // ours), so it is dropped. Our own handshake headers win likewise.
-                if name != SEC_WEBSOCKET_EXTENSIONS && !response_headers.contains_key(name) {
+                // Every header of the app's goes out, repeated ones included, except the
+                // handshake's own fields: extensions change the framing, which is ours alone,
+                // and the accept key, upgrade and subprotocol answer what we negotiated.
+                if !is_handshake_field(name) {
                     response_headers.append(name.clone(), value.clone());
                 }
             }

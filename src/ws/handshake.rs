@@ -82,6 +82,20 @@ pub fn is_upgrade(method: &Method, version: Version, headers: &HeaderMap) -> boo
     asks_for_websocket(headers) && check_handshake(method, version, headers).is_ok()
 }
 
+/// The fields of the `101` answer that the handshake itself sets: an app's own values for
+/// them (in `websocket.accept` headers) are dropped, since they would contradict what the
+/// server negotiated (the subprotocol is chosen through `websocket.accept`'s `subprotocol`).
+pub(crate) fn is_handshake_field(name: &http::HeaderName) -> bool {
+    [
+        UPGRADE,
+        CONNECTION,
+        SEC_WEBSOCKET_ACCEPT,
+        SEC_WEBSOCKET_EXTENSIONS,
+        SEC_WEBSOCKET_PROTOCOL,
+    ]
+    .contains(name)
+}
+
 /// A version other than 13 gets 426 with the version we speak (RFC 6455 §4.4).
 pub fn version_supported(headers: &HeaderMap) -> bool {
     let mut versions = headers.get_all(SEC_WEBSOCKET_VERSION).iter();
@@ -251,6 +265,33 @@ mod tests {
         let h = accept_headers(b"x", None, Some("permessage-deflate")).unwrap();
         assert_eq!(h[SEC_WEBSOCKET_EXTENSIONS], "permessage-deflate");
         assert!(!h.contains_key(SEC_WEBSOCKET_PROTOCOL));
+    }
+
+    #[test]
+    fn only_the_handshake_fields_are_reserved() {
+        for name in [
+            "upgrade",
+            "connection",
+            "sec-websocket-accept",
+            "sec-websocket-protocol",
+        ] {
+            assert!(
+                is_handshake_field(&http::HeaderName::from_static(name)),
+                "{name}"
+            );
+        }
+        assert!(is_handshake_field(&SEC_WEBSOCKET_EXTENSIONS));
+        for name in [
+            "set-cookie",
+            "server",
+            "x-anything",
+            "sec-websocket-version",
+        ] {
+            assert!(
+                !is_handshake_field(&http::HeaderName::from_static(name)),
+                "{name}"
+            );
+        }
     }
 
     #[test]
