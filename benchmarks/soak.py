@@ -37,7 +37,7 @@ import time
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 
-from tests.helpers import start_server  # noqa: E402
+from tests.support.helpers import start_server  # noqa: E402
 
 FD_SLACK = 3
 TASK_SLACK = 1

@@ -5,7 +5,7 @@ import uuid
 
 import httpx
 
-from tests.helpers import start_server
+from tests.support.helpers import start_server
 
 
 def test_access_log_one_line_per_request():

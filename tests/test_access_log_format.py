@@ -8,7 +8,7 @@ import pytest
 from ferrocorn.accesslog import ATOMS, DEFAULT_ACCESS_LOG_FORMAT, AccessLogFormat, client_text
 from ferrocorn.config import Config, ConfigError
 
-from tests.helpers import run_ferrocorn, start_server
+from tests.support.helpers import run_ferrocorn, start_server
 
 ALL_ATOMS = sorted(ATOMS)
 # Every atom, separated so that a value containing spaces stays one field.
@@ -189,7 +189,7 @@ def test_server_brief_format_and_http10():
            "%(user_agent)s %(referer)s %(request_id)s %(http_version)s")
     with start_server("tests.apps.basic:app", "--access-log-format", fmt) as server:
         marker = uuid.uuid4().hex
-        from tests.helpers import raw_request
+        from tests.support.helpers import raw_request
 
         resp = raw_request(server.port, "GET", "/hello?x=" + marker,
                            [("X-Request-ID", marker)], version="HTTP/1.0")

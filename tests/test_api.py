@@ -6,7 +6,7 @@ import subprocess
 
 import httpx
 
-from tests.helpers import REPO_ROOT, SERVER_PYTHON, ServerProcess, server_env, start_server
+from tests.support.helpers import REPO_ROOT, SERVER_PYTHON, ServerProcess, server_env, start_server
 
 
 def test_server_serve_in_asyncio_run():

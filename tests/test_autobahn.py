@@ -23,7 +23,7 @@ import sys
 
 import pytest
 
-from tests.helpers import start_server
+from tests.support.helpers import start_server
 
 ECHO_APP = "tests.apps.ws_echo:app"
 CORE_SECTIONS = ["1.*", "2.*", "3.*", "4.*", "5.*", "6.*", "7.*", "10.*"]

@@ -8,7 +8,7 @@ import tempfile
 import httpx
 import pytest
 
-from tests.helpers import (
+from tests.support.helpers import (
     SERVER_PYTHON,
     RawConnection,
     find_console_script,

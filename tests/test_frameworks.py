@@ -24,7 +24,7 @@ import pytest
 
 from tests.apps.common import pattern_chunk
 from tests.frameworks._shared import PLAIN_TEXT, WS_TEXT_MESSAGES, json_doc, sse_text
-from tests.helpers import SERVER_PYTHON, RawConnection, request_bytes, start_server, wait_until
+from tests.support.helpers import SERVER_PYTHON, RawConnection, request_bytes, start_server, wait_until
 
 FRAMEWORKS = ["starlette", "fastapi", "django", "quart", "litestar", "falcon"]
 # Frameworks whose app has a /background route (a task that runs after the response).

@@ -22,7 +22,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from tests.helpers import IncompleteResponse, RawConnection, request_bytes, start_server  # noqa: E402,E501
+from tests.support.helpers import IncompleteResponse, RawConnection, request_bytes, start_server  # noqa: E402,E501
 
 LIVENESS_TIMEOUT = 10.0  # a bound on hanging, not a performance assertion
 SEND_EXAMPLES = 300

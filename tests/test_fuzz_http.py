@@ -18,7 +18,7 @@ import socket
 
 import pytest
 
-from tests.helpers import RawConnection, start_server
+from tests.support.helpers import RawConnection, start_server
 
 LIVENESS_TIMEOUT = 10.0
 SEEDS = list(range(1, 13))  # 12 seeds x 25 cases = 300 mutated exchanges

@@ -13,9 +13,9 @@ import uuid
 
 import pytest
 
-from tests import hostile
+from tests.support import hostile
 from tests.apps.common import pattern_sha256
-from tests.helpers import (
+from tests.support.helpers import (
     IncompleteResponse,
     RawConnection,
     request_bytes,

@@ -5,7 +5,7 @@ import socket
 
 import pytest
 
-from tests.helpers import (
+from tests.support.helpers import (
     IncompleteResponse,
     RawConnection,
     assert_healthy,

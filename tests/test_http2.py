@@ -15,9 +15,9 @@ import httpx
 import pytest
 
 from tests.apps.common import iter_pattern, pattern_sha256
-from tests.h2client import H2Client, tls_context
-from tests.helpers import RawConnection, request_bytes, wait_until
-from tests.tls_certs import certs
+from tests.support.h2client import H2Client, tls_context
+from tests.support.helpers import RawConnection, request_bytes, wait_until
+from tests.support.tls_certs import certs
 
 APP = "tests.apps.basic:app"
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"

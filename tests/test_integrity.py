@@ -17,9 +17,9 @@ import time
 
 import pytest
 
-from tests import hostile
+from tests.support import hostile
 from tests.apps.common import iter_pattern, pattern_sha256
-from tests.helpers import RawConnection, request_bytes, start_server, wait_until
+from tests.support.helpers import RawConnection, request_bytes, start_server, wait_until
 
 SLOW = os.environ.get("FERROCORN_SLOW", "") not in ("", "0", "false", "no")
 BIG = (1 << 30) if SLOW else (256 << 20)

@@ -5,7 +5,7 @@ import signal
 
 import httpx
 
-from tests.helpers import start_server
+from tests.support.helpers import start_server
 
 
 def read(path):

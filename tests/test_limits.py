@@ -13,10 +13,10 @@ import uuid
 
 import pytest
 
-from tests import wsraw
+from tests.support import wsraw
 from tests.apps.common import iter_pattern, pattern_sha256
-from tests.h2client import H2Client
-from tests.helpers import IncompleteResponse, RawConnection, request_bytes, start_server
+from tests.support.h2client import H2Client
+from tests.support.helpers import IncompleteResponse, RawConnection, request_bytes, start_server
 
 APP = "tests.apps.limits_app:app"
 BODY_LIMIT = 1000

@@ -27,7 +27,7 @@ from ferrocorn.metrics import (
 )
 from ferrocorn.proxy_headers import ProxyHeadersMiddleware
 
-from tests.helpers import RawConnection, request_bytes, run_ferrocorn, start_server, wait_until
+from tests.support.helpers import RawConnection, request_bytes, run_ferrocorn, start_server, wait_until
 
 SAMPLE_RE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([^}]*)\})? (\S+)$')
 FAMILIES = {
@@ -408,7 +408,7 @@ def test_metrics_server_in_process():
 
 
 def test_websocket_sessions_are_a_gauge_not_requests(server_factory):
-    from tests.wsraw import RawWebSocket
+    from tests.support.wsraw import RawWebSocket
 
     server = server_factory("tests.apps.ws_app:app", "--metrics", "--metrics-port", "0")
     port = metrics_port(server)

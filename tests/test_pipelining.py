@@ -5,7 +5,7 @@ import socket
 
 import pytest
 
-from tests.helpers import start_server
+from tests.support.helpers import start_server
 
 
 @pytest.fixture(scope="module")

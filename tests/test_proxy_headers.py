@@ -24,7 +24,7 @@ from ferrocorn.proxy_headers import (
     resolve_forwarded,
 )
 
-from tests.helpers import RawConnection, request_bytes, run_ferrocorn, start_server
+from tests.support.helpers import RawConnection, request_bytes, run_ferrocorn, start_server
 
 # ---------------------------------------------------------------- TrustedHosts
 
@@ -508,7 +508,7 @@ def test_invalid_forwarded_allow_ips_is_a_one_line_error():
 
 @pytest.mark.parametrize("flags", [[], ["--no-access-log"]])
 def test_server_websocket_scope(server_factory, flags):
-    from tests.wsraw import TEXT, RawWebSocket
+    from tests.support.wsraw import TEXT, RawWebSocket
 
     server = server_factory("tests.apps.ws_app:app", *flags)
     headers = [("X-Forwarded-For", "203.0.113.8"), ("X-Forwarded-Proto", "https"),

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from tests.apps.common import iter_pattern, pattern_sha256
-from tests.helpers import RawConnection, request_bytes, start_server, wait_report
+from tests.support.helpers import RawConnection, request_bytes, start_server, wait_report
 
 
 @pytest.fixture(scope="module")

@@ -15,8 +15,8 @@ import uuid
 
 import pytest
 
-from tests import hostile
-from tests.helpers import IncompleteResponse, RawConnection, request_bytes, start_server
+from tests.support import hostile
+from tests.support.helpers import IncompleteResponse, RawConnection, request_bytes, start_server
 
 
 @pytest.fixture(scope="module")

@@ -5,7 +5,7 @@ import json
 import httpx
 import pytest
 
-from tests.helpers import RawConnection, request_bytes, start_server
+from tests.support.helpers import RawConnection, request_bytes, start_server
 
 
 @pytest.fixture(scope="module")

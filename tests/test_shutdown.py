@@ -7,8 +7,8 @@ import time
 
 import httpx
 
-from tests.h2client import H2Client
-from tests.helpers import (
+from tests.support.h2client import H2Client
+from tests.support.helpers import (
     RawConnection,
     connect_refused,
     request_bytes,

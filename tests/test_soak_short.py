@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from tests.helpers import REPO_ROOT, SERVER_PYTHON, server_env
+from tests.support.helpers import REPO_ROOT, SERVER_PYTHON, server_env
 
 
 def server_is_pypy():

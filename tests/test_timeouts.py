@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.helpers import RawConnection, request_bytes, start_server
+from tests.support.helpers import RawConnection, request_bytes, start_server
 
 KEEP_ALIVE = 3.0
 HEADER = 1.0

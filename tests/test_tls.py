@@ -1,5 +1,5 @@
 """TLS: handshakes, certificate verification both ways, ALPN, key formats, the ASGI TLS
-extension and start-up errors.  Certificates come from tests/tls_certs.py (openssl CLI)."""
+extension and start-up errors.  Certificates come from tests/support/tls_certs.py (openssl CLI)."""
 
 import json
 import socket
@@ -10,8 +10,8 @@ import time
 import httpx
 import pytest
 
-from tests.helpers import RawConnection, request_bytes, run_ferrocorn
-from tests.tls_certs import CLIENT_NAME_RFC4514, PASSWORD, certs
+from tests.support.helpers import RawConnection, request_bytes, run_ferrocorn
+from tests.support.tls_certs import CLIENT_NAME_RFC4514, PASSWORD, certs
 
 APP = "tests.apps.basic:app"
 

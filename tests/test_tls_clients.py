@@ -10,7 +10,7 @@ import subprocess
 
 import pytest
 
-from tests.tls_certs import CLIENT_NAME_RFC4514, certs
+from tests.support.tls_certs import CLIENT_NAME_RFC4514, certs
 
 APP = "tests.apps.tls_app:app"
 

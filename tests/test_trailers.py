@@ -9,8 +9,8 @@ import time
 import httpx
 import pytest
 
-from tests.h2client import H2Client
-from tests.helpers import RawConnection, request_bytes, wait_until
+from tests.support.h2client import H2Client
+from tests.support.helpers import RawConnection, request_bytes, wait_until
 
 APP = "tests.apps.trailers_app:app"
 BODY3 = b"part-0;part-1;part-2;"

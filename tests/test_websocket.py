@@ -1,7 +1,7 @@
 """WebSockets (ASGI websocket spec, RFC 6455), black-box.
 
 Well-behaved traffic goes through the ``websockets`` client library; protocol abuse and the
-backpressure checks use raw sockets and hand-built frames (``tests/wsraw.py``).  The app is
+backpressure checks use raw sockets and hand-built frames (``tests/support/wsraw.py``).  The app is
 ``tests/apps/ws_app.py``; observations from inside the app come back through ``GET /report``.
 """
 
@@ -25,14 +25,14 @@ from websockets.asyncio.client import connect  # noqa: E402
 from websockets.exceptions import ConnectionClosed, InvalidStatus  # noqa: E402
 
 from tests.apps.common import pattern_chunk  # noqa: E402
-from tests.helpers import (  # noqa: E402
+from tests.support.helpers import (  # noqa: E402
     RawConnection,
     ferrocorn_argv,
     request_bytes,
     start_server,
     wait_report,
 )
-from tests.wsraw import (  # noqa: E402
+from tests.support.wsraw import (  # noqa: E402
     BINARY,
     CLOSE,
     CONT,

@@ -1,7 +1,7 @@
 """permessage-deflate (RFC 7692), black-box.
 
 The ``websockets`` client checks the ordinary path (it offers the extension by default); raw
-sockets (``tests/wsraw.py``) with Python's ``zlib`` build and read compressed frames by hand to
+sockets (``tests/support/wsraw.py``) with Python's ``zlib`` build and read compressed frames by hand to
 check negotiation parameters, context takeover, window sizes and the failure cases.
 """
 
@@ -18,8 +18,8 @@ websockets = pytest.importorskip("websockets")
 
 from websockets.asyncio.client import connect  # noqa: E402
 
-from tests.helpers import start_server, wait_report  # noqa: E402
-from tests.wsraw import BINARY, CONT, PING, PONG, TEXT, RawWebSocket, encode_frame  # noqa: E402
+from tests.support.helpers import start_server, wait_report  # noqa: E402
+from tests.support.wsraw import BINARY, CONT, PING, PONG, TEXT, RawWebSocket, encode_frame  # noqa: E402
 
 APP = "tests.apps.ws_app:app"
 TAIL = b"\x00\x00\xff\xff"

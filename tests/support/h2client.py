@@ -14,7 +14,7 @@ import h2.errors
 import h2.events
 import h2.exceptions
 
-from tests.sockets import SocketOwner
+from tests.support.sockets import SocketOwner
 
 
 class Stream:

@@ -9,7 +9,7 @@ import socket
 import struct
 import time
 
-from tests.helpers import IncompleteResponse, RawConnection, request_bytes
+from tests.support.helpers import IncompleteResponse, RawConnection, request_bytes
 
 # The request a smuggling attempt tries to sneak past the framing; the hostile test app counts
 # every hit of /smuggled, and there must never be one.

@@ -43,7 +43,7 @@ from hyperframe.frame import (
     SettingsFrame,
 )
 
-from tests.sockets import SocketOwner
+from tests.support.sockets import SocketOwner
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 MAX_WINDOW = 2**31 - 1

@@ -12,7 +12,7 @@ import socket
 import struct
 import time
 
-from tests.sockets import SocketOwner
+from tests.support.sockets import SocketOwner
 
 GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 

@@ -14,9 +14,9 @@ import sys
 import threading
 import time
 
-from tests.sockets import SocketOwner
+from tests.support.sockets import SocketOwner
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SERVER_PYTHON = os.environ.get("FERROCORN_TEST_PYTHON") or sys.executable
 
 READY_RE = re.compile(r"Ferrocorn running on (\S+)")

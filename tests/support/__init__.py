@@ -1,0 +1,3 @@
+"""Libraries for the black-box tests (not tests themselves): the server launcher and raw
+HTTP/1.x client (``helpers``), misbehaving clients (``hostile``), raw WebSocket and HTTP/2
+clients (``wsraw``, ``h2frames``, ``h2client``) and test certificates (``tls_certs``)."""
