@@ -267,7 +267,7 @@ def test_client_disconnect_during_stream_reaches_handler(server, rst):
         head = conn.read_head()
         assert head is not None and head[1] == 200, head
         while len(conn.buf) < 1000:  # some of the stream has arrived
-            assert conn._fill(), "the stream ended early"
+            assert conn.fill(), "the stream ended early"
     finally:
         if rst:
             conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\0\0\0\0\0\0\0")

@@ -131,20 +131,20 @@ def test_big_download_intact_and_memory_bounded(server):
         assert headers.get("transfer-encoding") == "chunked", headers
         # decode the chunked stream incrementally (no need to keep 1 GiB around)
         while True:
-            line = conn._read_line()
+            line = conn.read_line()
             n = int(line.split(b";")[0], 16)
             if n == 0:
-                assert conn._read_line() == b""
+                assert conn.read_line() == b""
                 break
             while n:
                 if not conn.buf:
-                    assert conn._fill(1 << 20), "EOF in the middle of the body"
+                    assert conn.fill(1 << 20), "EOF in the middle of the body"
                 take = min(n, len(conn.buf))
                 h.update(bytes(conn.buf[:take]))
                 del conn.buf[:take]
                 received += take
                 n -= take
-            assert conn._read_exact(2) == b"\r\n"
+            assert conn.read_exact(2) == b"\r\n"
     assert received == size
     assert h.hexdigest() == pattern_sha256(size)
     print("\ndownload %d MiB: %s" % (size >> 20, rss.describe()))

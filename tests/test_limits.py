@@ -117,7 +117,7 @@ def wait_for(conn, needle, timeout=10.0):
     deadline = time.monotonic() + timeout
     while needle not in conn.buf:
         assert time.monotonic() < deadline, bytes(conn.buf)
-        assert conn._fill(), bytes(conn.buf)
+        assert conn.fill(), bytes(conn.buf)
 
 
 def padded_target(rid, length):

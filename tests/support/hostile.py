@@ -10,6 +10,7 @@ import struct
 import time
 
 from tests.support.helpers import IncompleteResponse, RawConnection, request_bytes
+from tests.support.wire import BufferedSocket
 
 # The request a smuggling attempt tries to sneak past the framing; the hostile test app counts
 # every hit of /smuggled, and there must never be one.
@@ -53,15 +54,11 @@ def send_then_vanish(port, data, rst=False, linger=0.05):
 
 
 def read_some(sock, at_least, timeout=10.0):
-    """Read until ``at_least`` bytes have arrived (or EOF); returns them."""
+    """Read until ``at_least`` bytes have arrived (or EOF); returns them. A reset raises."""
     sock.settimeout(timeout)
-    data = bytearray()
-    while len(data) < at_least:
-        piece = sock.recv(65536)
-        if not piece:
-            break
-        data += piece
-    return bytes(data)
+    wire = BufferedSocket(sock, resets_are_eof=False)
+    wire.need(at_least)
+    return wire.take_all()
 
 
 def half_closed_exchange(port, data, timeout=10.0):
@@ -70,16 +67,7 @@ def half_closed_exchange(port, data, timeout=10.0):
     try:
         sock.sendall(data)
         sock.shutdown(socket.SHUT_WR)
-        out = bytearray()
-        while True:
-            try:
-                piece = sock.recv(65536)
-            except ConnectionResetError:
-                break
-            if not piece:
-                break
-            out += piece
-        return bytes(out)
+        return BufferedSocket(sock).read_until_eof()  # a reset ends it like a FIN
     finally:
         close(sock)
 
