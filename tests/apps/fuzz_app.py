@@ -17,6 +17,8 @@ import asyncio
 import json
 from urllib.parse import parse_qs
 
+from tests.apps.common import lifespan
+
 ALLOWED = (TypeError, ValueError, RuntimeError, KeyError, OSError)
 REPORTS = {}
 
@@ -108,13 +110,8 @@ async def route_receive(query, receive, send):
 
 async def app(scope, receive, send):
     if scope["type"] == "lifespan":
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+        await lifespan(scope, receive, send)
+        return
     if scope["type"] != "http":
         return
     query = parse_qs(scope["query_string"].decode("latin-1"))

@@ -20,7 +20,7 @@ import hashlib
 import json
 from urllib.parse import parse_qs
 
-from tests.apps.common import iter_pattern
+from tests.apps.common import iter_pattern, lifespan
 
 REPORTS = {}
 HITS = {}
@@ -241,13 +241,8 @@ ROUTES = {
 
 async def app(scope, receive, send):
     if scope["type"] == "lifespan":
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+        await lifespan(scope, receive, send)
+        return
     path = scope["path"]
     HITS[path] = HITS.get(path, 0) + 1
     if path.startswith("/smuggled"):

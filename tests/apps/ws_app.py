@@ -12,7 +12,7 @@ import struct
 import sys
 from urllib.parse import parse_qs
 
-from tests.apps.common import pattern_chunk
+from tests.apps.common import lifespan, pattern_chunk
 
 REPORTS = {}
 # asyncio.Events that ``GET /release?id=...`` sets (see ws_slow_app)
@@ -382,23 +382,16 @@ async def http_app(scope, receive, send, path, query):
         await send_json(send, scope_dump(scope))
 
 
-async def lifespan(scope, receive, send):
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            state = scope.get("state")
-            if state is not None:
-                state["startup_value"] = "set-at-startup"
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
+def _store_startup_value(scope):
+    state = scope.get("state")
+    if state is not None:
+        state["startup_value"] = "set-at-startup"
 
 
 async def app(scope, receive, send):
     kind = scope["type"]
     if kind == "lifespan":
-        await lifespan(scope, receive, send)
+        await lifespan(scope, receive, send, on_startup=_store_startup_value)
         return
     path = scope["path"]
     root = scope.get("root_path", "")

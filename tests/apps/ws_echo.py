@@ -1,8 +1,10 @@
 """A minimal WebSocket echo app (pure ASGI) for the Autobahn run and the WebSocket benchmark.
 
 Every text or binary message is sent back unchanged; HTTP requests get a short 200.
-Standard library only, 3.9 syntax (it may run under PyPy).
+Standard library and tests.apps.common only, 3.9 syntax (it may run under PyPy).
 """
+
+from tests.apps.common import lifespan
 
 
 async def app(scope, receive, send):
@@ -26,10 +28,4 @@ async def app(scope, receive, send):
                     "headers": [(b"content-type", b"text/plain")]})
         await send({"type": "http.response.body", "body": b"ws echo"})
     elif kind == "lifespan":
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+        await lifespan(scope, receive, send)
