@@ -1149,6 +1149,7 @@ MALFORMED = {
     "connect-without-authority": _fields(method="CONNECT", scheme=None, path=None, auth=False),
 }
 
+
 @pytest.mark.parametrize("name", sorted(MALFORMED))
 def test_8_malformed_request(conn, name):
     """RFC 9113 §8.1.1: a malformed request (§8.2.1 field names/values, §8.2.2

@@ -25,9 +25,12 @@ HEADER = 1.5
 def server(request):
     with start_server(
         "tests.apps.basic:app",
-        "--http", request.param,
-        "--timeout-keep-alive", str(KEEP_ALIVE),
-        "--header-read-timeout", str(HEADER),
+        "--http",
+        request.param,
+        "--timeout-keep-alive",
+        str(KEEP_ALIVE),
+        "--header-read-timeout",
+        str(HEADER),
     ) as s:
         yield s
 

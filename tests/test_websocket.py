@@ -274,8 +274,7 @@ def test_accept_race():
     if shutil.which("taskset"):
         argv = ["taskset", "-c", "0"] + argv
     affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
-    with start_server(APP, argv=argv) as srv, \
-            httpx.Client(base_url=srv.url, timeout=10) as client:
+    with start_server(APP, argv=argv) as srv, httpx.Client(base_url=srv.url, timeout=10) as client:
         if affinity and 0 in affinity:
             os.sched_setaffinity(0, {0})
         try:
@@ -509,8 +508,7 @@ def test_invalid_utf8_close_reason_closes_1007(server, client):
 
 
 def test_unmasked_client_frame_closes_1002(server, client):
-    report = expect_protocol_close(server, client, [encode_frame(TEXT, b"naked", mask=False)],
-                                   1002)
+    report = expect_protocol_close(server, client, [encode_frame(TEXT, b"naked", mask=False)], 1002)
     assert report["messages"] == 1  # only the "ready" probe
 
 
@@ -526,8 +524,16 @@ def test_unmasked_client_frame_closes_1002(server, client):
         encode_frame(PING, b"p" * 126),
         encode_frame(CONT, b"continuation without start"),
     ],
-    ids=["rsv1", "rsv2", "rsv3", "opcode3", "opcode11", "fragmented-ping", "long-ping",
-         "orphan-continuation"],
+    ids=[
+        "rsv1",
+        "rsv2",
+        "rsv3",
+        "opcode3",
+        "opcode11",
+        "fragmented-ping",
+        "long-ping",
+        "orphan-continuation",
+    ],
 )
 def test_protocol_violations_close_1002(server, client, frame):
     expect_protocol_close(server, client, [frame], 1002)
@@ -557,8 +563,9 @@ def test_max_size_boundary_is_accepted(small_server):
 
 
 def test_message_over_max_size_closes_1009(small_server, small_client):
-    report = expect_protocol_close(small_server, small_client,
-                                   [encode_frame(BINARY, b"x" * 2000)], 1009)
+    report = expect_protocol_close(
+        small_server, small_client, [encode_frame(BINARY, b"x" * 2000)], 1009
+    )
     assert report["disconnect"]["code"] == 1009
     assert report["messages"] == 1  # only the "ready" probe
 
@@ -708,8 +715,10 @@ def test_slow_client_backpressure(server, client):
         stalled = client.get("/report", params={"id": r}).json()
         assert stalled["sent"] < n, stalled  # send() did wait for the client
         growth_mb = (peak - base) / 1024.0
-        print("slow client: server RSS grew by %.1f MB; the app had sent %d of %d"
-              % (growth_mb, stalled["sent"], n))
+        print(
+            "slow client: server RSS grew by %.1f MB; the app had sent %d of %d"
+            % (growth_mb, stalled["sent"], n)
+        )
         assert growth_mb < 100, "server RSS grew by %.1f MB" % growth_mb
         for i in range(n):
             frame = ws.recv_frame(timeout=30)
@@ -752,8 +761,10 @@ def test_fast_client_backpressure(server, client):
         peak = sample_rss(server, 2.0)
         during = client.get("/report", params={"id": r}).json()
         growth_mb = (peak - base) / 1024.0
-        print("fast client: server RSS grew by %.1f MB; the client had sent %d of %d"
-              % (growth_mb, progress[0], n))
+        print(
+            "fast client: server RSS grew by %.1f MB; the client had sent %d of %d"
+            % (growth_mb, progress[0], n)
+        )
         assert growth_mb < 100, "server RSS grew by %.1f MB" % growth_mb
         assert progress[0] < n, "the server read 5,000 messages while the app slept"
         assert during["received"] == 0 and during["state"] == "sleeping", during

@@ -99,6 +99,7 @@ class TlsConfig:
     @property
     def server_cert(self) -> str:
         """The server certificate, PEM-encoded."""
+
 class WebSocketProtocol:
     """One WebSocket connection (ASGI websocket scope); created by the core."""
 

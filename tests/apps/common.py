@@ -14,7 +14,7 @@ def pattern_chunk(offset, size):
     """Bytes [offset, offset+size) of the infinite repeated pattern (size <= 1 MiB)."""
     assert size <= len(BLOCK)
     start = offset % len(BLOCK)
-    return _DOUBLE[start:start + size]
+    return _DOUBLE[start : start + size]
 
 
 def iter_pattern(total, chunk=1 << 20):

@@ -25,7 +25,7 @@ REPORTS = {}
 
 def decode(value):
     if isinstance(value, dict) and len(value) == 1:
-        (tag, inner), = value.items()
+        ((tag, inner),) = value.items()
         if tag == "b":
             return inner.encode("latin-1")
         if tag == "s":
@@ -60,8 +60,13 @@ async def read_body(receive):
 
 
 async def respond(send, status, body):
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -78,8 +83,13 @@ async def route_send(query, receive, send):
                 await send(message)
                 results.append({"outcome": "ok"})
             except Exception as exc:  # noqa: BLE001 - the outcome is the point
-                results.append({"outcome": type(exc).__name__,
-                                "allowed": isinstance(exc, ALLOWED), "msg": str(exc)[:200]})
+                results.append(
+                    {
+                        "outcome": type(exc).__name__,
+                        "allowed": isinstance(exc, ALLOWED),
+                        "msg": str(exc)[:200],
+                    }
+                )
     finally:
         REPORTS[rid] = {"results": results}
 
@@ -95,8 +105,13 @@ async def route_receive(query, receive, send):
             message = await asyncio.wait_for(receive(), 20)
             body = message.get("body", b"")
             total += len(body)
-            messages.append({"type": message["type"], "len": len(body),
-                             "more_body": message.get("more_body", False)})
+            messages.append(
+                {
+                    "type": message["type"],
+                    "len": len(body),
+                    "more_body": message.get("more_body", False),
+                }
+            )
             if message["type"] != "http.request" or not message.get("more_body", False):
                 break
     except BaseException as exc:

@@ -48,9 +48,9 @@ def scope_dump(scope):
         "query_string_type": type(scope.get("query_string")).__name__,
         "root_path": scope.get("root_path"),
         "headers": jsonable(scope.get("headers")),
-        "header_types": sorted({
-            "%s/%s" % (type(n).__name__, type(v).__name__) for n, v in scope.get("headers", ())
-        }),
+        "header_types": sorted(
+            {"%s/%s" % (type(n).__name__, type(v).__name__) for n, v in scope.get("headers", ())}
+        ),
         "client": jsonable(scope.get("client")),
         "client_types": [type(v).__name__ for v in scope.get("client") or ()],
         "server": jsonable(scope.get("server")),
@@ -396,7 +396,7 @@ async def app(scope, receive, send):
     path = scope["path"]
     root = scope.get("root_path", "")
     if root and path.startswith(root):
-        path = path[len(root):] or "/"
+        path = path[len(root) :] or "/"
     query = parse_qs(scope["query_string"].decode("latin-1"), keep_blank_values=True)
     if kind == "http":
         await http_app(scope, receive, send, path, query)

@@ -24,8 +24,13 @@ async def app(scope, receive, send):
                 return
     elif kind == "http":
         await receive()
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/plain")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/plain")],
+            }
+        )
         await send({"type": "http.response.body", "body": b"ws echo"})
     elif kind == "lifespan":
         await lifespan(scope, receive, send)

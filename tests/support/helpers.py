@@ -210,8 +210,9 @@ def ferrocorn_argv(target, *flags, host_port=True, python=None):
     return argv
 
 
-def start_server(target, *flags, env=None, pass_fds=(), host_port=True, ready=True,
-                 timeout=20.0, argv=None):
+def start_server(
+    target, *flags, env=None, pass_fds=(), host_port=True, ready=True, timeout=20.0, argv=None
+):
     """Start ``python -m ferrocorn target --host 127.0.0.1 --port 0 *flags`` and wait until ready.
 
     ``argv`` replaces the whole command line (for console-script / Python-API launches).
@@ -232,8 +233,12 @@ def run_ferrocorn(*args, env=None, timeout=30.0, python=None):
     """Run ferrocorn to completion (for commands that should exit by themselves)."""
     argv = [python or SERVER_PYTHON, "-m", "ferrocorn"] + list(args)
     return subprocess.run(
-        argv, cwd=REPO_ROOT, env=server_env(env), stdin=subprocess.DEVNULL,
-        capture_output=True, timeout=timeout,
+        argv,
+        cwd=REPO_ROOT,
+        env=server_env(env),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=timeout,
     )
 
 
@@ -249,8 +254,17 @@ class IncompleteResponse(Exception):
 
 
 class RawResponse:
-    def __init__(self, version, status, reason, headers, body=b"", framing="none",
-                 complete=True, raw_head=b""):
+    def __init__(
+        self,
+        version,
+        status,
+        reason,
+        headers,
+        body=b"",
+        framing="none",
+        complete=True,
+        raw_head=b"",
+    ):
         self.version = version
         self.status = status
         self.reason = reason
@@ -273,7 +287,11 @@ class RawResponse:
 
     def __repr__(self):
         return "RawResponse(%s %d, headers=%r, framing=%s, body=%r%s)" % (
-            self.version, self.status, self.headers, self.framing, self.body[:200],
+            self.version,
+            self.status,
+            self.headers,
+            self.framing,
+            self.body[:200],
             "" if self.complete else ", INCOMPLETE",
         )
 
@@ -306,8 +324,9 @@ class RawConnection(BufferedSocket):
 
     def read_exact(self, n):
         if not self.need(n):
-            raise IncompleteResponse("EOF after %d of %d bytes" % (len(self.buf), n),
-                                     bytes(self.buf))
+            raise IncompleteResponse(
+                "EOF after %d of %d bytes" % (len(self.buf), n), bytes(self.buf)
+            )
         return self.take(n)
 
     def read_head(self):
@@ -426,14 +445,14 @@ def request_bytes(method, target, headers=None, body=b"", version="HTTP/1.1", ho
         lines.append("Host: test")
     for name, value in headers or []:
         lines.append("%s: %s" % (name, value))
-    if body and not any(n.lower() in ("content-length", "transfer-encoding")
-                        for n, _ in headers or []):
+    if body and not any(
+        n.lower() in ("content-length", "transfer-encoding") for n, _ in headers or []
+    ):
         lines.append("Content-Length: %d" % len(body))
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 
-def raw_request(port, method, target, headers=None, body=b"", version="HTTP/1.1",
-                timeout=10.0):
+def raw_request(port, method, target, headers=None, body=b"", version="HTTP/1.1", timeout=10.0):
     """One request on a fresh connection (closed after)."""
     with RawConnection(port, timeout=timeout) as conn:
         conn.send(request_bytes(method, target, headers, body, version))

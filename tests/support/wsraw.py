@@ -73,7 +73,12 @@ class Frame:
 
     def __repr__(self):
         return "Frame(fin=%s, rsv=%s, opcode=%#x, len=%d, payload=%r)" % (
-            self.fin, self.rsv, self.opcode, len(self.payload), self.payload[:40])
+            self.fin,
+            self.rsv,
+            self.opcode,
+            len(self.payload),
+            self.payload[:40],
+        )
 
 
 class HandshakeFailed(AssertionError):
@@ -89,8 +94,9 @@ class RawWebSocket(BufferedSocket):
 
     recv_size = 1 << 20
 
-    def __init__(self, port, path="/echo", host="127.0.0.1", timeout=10.0, extra_headers=(),
-                 handshake=True):
+    def __init__(
+        self, port, path="/echo", host="127.0.0.1", timeout=10.0, extra_headers=(), handshake=True
+    ):
         BufferedSocket.__init__(self, socket.create_connection((host, port), timeout=timeout))
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         self.status = None
@@ -172,10 +178,10 @@ class RawWebSocket(BufferedSocket):
         key = b""
         if masked:
             self._need(pos + 4)
-            key = bytes(self.buf[pos:pos + 4])
+            key = bytes(self.buf[pos : pos + 4])
             pos += 4
         self._need(pos + n)
-        payload = bytes(self.buf[pos:pos + n])
+        payload = bytes(self.buf[pos : pos + n])
         del self.buf[: pos + n]
         if masked:
             payload = mask_bytes(payload, key)
@@ -211,4 +217,3 @@ class RawWebSocket(BufferedSocket):
                 return False
             del self.buf[:]
         return False
-
