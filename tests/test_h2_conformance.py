@@ -3,9 +3,9 @@
 
 Groups follow h2spec's: "generic" (things that must work), then RFC 9113 by section, then
 HPACK. Every case names its RFC section and asserts the exact reaction; what counts as a
-connection error or a stream error is spelled out in tests/support/h2frames.py (a GOAWAY with the code
-then the close, or a bare close, since GOAWAY is a SHOULD; a stream error may also be raised
-as a connection error with the same code, RFC 9113 §5.4.1).
+connection error or a stream error is spelled out in tests/support/h2frames.py (a GOAWAY
+with the code then the close, or a bare close, since GOAWAY is a SHOULD; a stream error may
+also be raised as a connection error with the same code, RFC 9113 §5.4.1).
 
 Known deviations from a MUST are ``xfail(strict=True, raises=<the one failure seen>)``: mostly
 hyper's HTTP/2 layer (the ``h2`` crate) reacting with another error code

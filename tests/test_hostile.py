@@ -13,8 +13,8 @@ import uuid
 
 import pytest
 
-from tests.support import hostile
 from tests.apps.common import pattern_sha256
+from tests.support import hostile
 from tests.support.helpers import (
     IncompleteResponse,
     RawConnection,

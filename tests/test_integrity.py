@@ -17,8 +17,8 @@ import time
 
 import pytest
 
-from tests.support import hostile
 from tests.apps.common import iter_pattern, pattern_sha256
+from tests.support import hostile
 from tests.support.helpers import RawConnection, request_bytes, start_server, wait_until
 
 SLOW = os.environ.get("FERROCORN_SLOW", "") not in ("", "0", "false", "no")

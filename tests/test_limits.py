@@ -13,8 +13,8 @@ import uuid
 
 import pytest
 
-from tests.support import wsraw
 from tests.apps.common import iter_pattern, pattern_sha256
+from tests.support import wsraw
 from tests.support.h2client import H2Client
 from tests.support.helpers import IncompleteResponse, RawConnection, request_bytes, start_server
 

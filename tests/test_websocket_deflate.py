@@ -1,8 +1,9 @@
 """permessage-deflate (RFC 7692), black-box.
 
 The ``websockets`` client checks the ordinary path (it offers the extension by default); raw
-sockets (``tests/support/wsraw.py``) with Python's ``zlib`` build and read compressed frames by hand to
-check negotiation parameters, context takeover, window sizes and the failure cases.
+sockets (``tests/support/wsraw.py``) with Python's ``zlib`` build and read compressed frames
+by hand to check negotiation parameters, context takeover, window sizes and the failure
+cases.
 """
 
 import asyncio
