@@ -140,6 +140,52 @@ def test_no_import_cycle_in_the_package():
     assert cycle is None, "import cycle in the ferrocorn package: " + " -> ".join(cycle)
 
 
+def _pypy_guarded(if_node):
+    """True for ``if sys.implementation.name == "pypy":``."""
+    return ast.dump(if_node.test) == ast.dump(
+        ast.parse('sys.implementation.name == "pypy"', mode="eval").body
+    )
+
+
+def _is_pypy_module(name):
+    return name == "ferrocorn._pypy" or name.startswith("ferrocorn._pypy.")
+
+
+def _unguarded_pypy_imports(module, is_package, node, guarded=False):
+    """Line numbers of imports of ``ferrocorn._pypy`` under ``node`` outside a PyPy branch."""
+    found = []
+    for child in ast.iter_child_nodes(node):
+        if isinstance(child, (ast.Import, ast.ImportFrom)) and not guarded:
+            for target in _imported_names(module, is_package, ast.Module([child], [])):
+                if _is_pypy_module(target[0] if isinstance(target, tuple) else target):
+                    found.append(child.lineno)
+                    break
+        if isinstance(child, ast.If) and _pypy_guarded(child):
+            for stmt in child.body:
+                found += _unguarded_pypy_imports(module, is_package, ast.Module([stmt], []), True)
+            for stmt in child.orelse:
+                found += _unguarded_pypy_imports(
+                    module, is_package, ast.Module([stmt], []), guarded
+                )
+        else:
+            found += _unguarded_pypy_imports(module, is_package, child, guarded)
+    return found
+
+
+def test_pypy_subpackage_is_imported_only_under_pypy():
+    """Outside ``ferrocorn._pypy`` itself, every import of it sits in the body of an
+    ``if sys.implementation.name == "pypy":`` (CPython never loads it)."""
+    unguarded = []
+    for module, (path, is_package) in package_modules().items():
+        if path is None or _is_pypy_module(module):
+            continue
+        with open(path, encoding="utf-8") as f:
+            tree = ast.parse(f.read(), filename=path)
+        for line in _unguarded_pypy_imports(module, is_package, tree):
+            unguarded.append("%s:%d" % (module, line))
+    assert not unguarded, "ferrocorn._pypy imported outside a PyPy-only branch: %s" % unguarded
+
+
 # ---------------------------------------------------------------- the checker itself
 
 
