@@ -6,13 +6,28 @@ hot path.  Python owns configuration, sockets, lifespan, signals and logging.
 
 import asyncio
 import os
-from typing import Any, Awaitable, Callable, Literal
+from typing import Any, Awaitable, Callable, Literal, final
+
+from typing_extensions import Self
+
+__all__ = [
+    "__version__",
+    "ClientDisconnected",
+    "Core",
+    "HttpProtocol",
+    "WebSocketProtocol",
+    "Ready",
+    "AppRun",
+    "promote_request_task",
+    "TlsConfig",
+]
 
 __version__: str
 
 class ClientDisconnected(OSError):
     """Raised by ``send()`` once the client has gone away or the response is complete."""
 
+@final
 class HttpProtocol:
     """One HTTP request/response exchange; created by the core, never by users."""
 
@@ -52,13 +67,14 @@ class HttpProtocol:
         """(client "host:port", method, path with query, http_version, status, body bytes,
         seconds since the request arrived)."""
 
+@final
 class AppRun:
     """The task body of one request: ``asyncio.Task(AppRun(app, scope, proto))`` calls
     ``app(scope, proto.receive, proto.send)``, steps the result like a coroutine, and reports
     the return or the exception to ``proto`` (logging faults and tracebacks on
     ``ferrocorn.error``).  Registered as a ``collections.abc.Coroutine``; ``await`` works."""
 
-    def __init__(self, app: Any, scope: dict[str, Any], proto: Any) -> None:
+    def __new__(cls, app: Any, scope: dict[str, Any], proto: Any) -> Self:
         """``proto``: the request's ``HttpProtocol``/``WebSocketProtocol`` (or any object with
         their ``receive``, ``send``, ``complete`` and ``fail``)."""
     def __await__(self) -> AppRun: ...
@@ -74,18 +90,36 @@ class AppRun:
     def cr_code(self) -> Any: ...
     @property
     def cr_running(self) -> bool: ...
+    @property
+    def __qualname__(self) -> Any:  # type: ignore[override]
+        """The app's coroutine's ``__qualname__`` (introspection sees the app, not the
+        wrapper)."""
+
+@final
+class Ready:
+    """An awaitable that is already complete: ``await`` gives its value (None when it has
+    none) without a loop iteration; created by the core, never by users."""
+
+    def __await__(self) -> Ready: ...
+    def __iter__(self) -> Ready: ...
+    def __next__(self) -> Any:
+        """Finishes at once: ``StopIteration`` carries the value."""
+    def send(self, _value: Any) -> Any: ...
+    def throw(self, exc: Any, _value: Any = None, _tb: Any = None) -> None: ...
+    def close(self) -> None: ...
 
 def promote_request_task(task: asyncio.Task[Any]) -> None:
     """Set up ``task`` as a real ``asyncio.Task`` if it is the not yet initialised task of
     the request whose first step is running (``_request_task.RequestTask`` calls it)."""
 
+@final
 class TlsConfig:
     """A loaded TLS configuration (rustls).  The constructor reads and checks every file and
     raises ``ValueError`` with a one-line message for a missing file, a key that does not
     match the certificate, a wrong password or an unknown cipher suite name."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         certfile: str | os.PathLike[str],
         keyfile: str | os.PathLike[str] | None = None,
         *,
@@ -94,12 +128,13 @@ class TlsConfig:
         cert_reqs: Literal["none", "optional", "required"] = "none",
         min_version: Literal["1.2", "1.3"] = "1.2",
         ciphers: str | None = None,
-        handshake_timeout: float | None = 10.0,
-    ) -> None: ...
+        handshake_timeout: float | None = ...,  # 10.0
+    ) -> Self: ...
     @property
     def server_cert(self) -> str:
         """The server certificate, PEM-encoded."""
 
+@final
 class WebSocketProtocol:
     """One WebSocket connection (ASGI websocket scope); created by the core."""
 
@@ -109,13 +144,14 @@ class WebSocketProtocol:
     def fail(self, exc: BaseException) -> bool: ...
     def access_info(self) -> tuple[str, str, str, str, int, int, float]: ...
 
+@final
 class Core:
     """The Rust server core of one worker process."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         app: Callable[..., Awaitable[None]],
-        loop: asyncio.AbstractEventLoop,
+        event_loop: asyncio.AbstractEventLoop,
         run_asgi: Callable[[Any, dict[str, Any], HttpProtocol], Awaitable[None]],
         *,
         forwarded_app: Callable[..., Awaitable[None]] | None = None,
@@ -124,17 +160,17 @@ class Core:
         root_path: str = "",
         server_header: bool = True,
         date_header: bool = True,
-        headers: list[tuple[bytes, bytes]] = ...,
+        headers: list[tuple[bytes, bytes]] | None = None,
         http1_max_header_size: int = 65536,
         http1_max_headers: int = 100,
         body_preread_limit: int = 65536,
-        header_read_timeout: float = 30.0,
+        header_read_timeout: float = ...,  # 30.0
         keep_alive: bool = True,
-        keep_alive_timeout: float | None = 5.0,
+        keep_alive_timeout: float | None = ...,  # 5.0
         limit_concurrency: int | None = None,
-        limit_request_body: int | None = 1073741824,
-        timeout_request_body: float | None = 60.0,
-        limit_request_line: int | None = 16384,
+        limit_request_body: int | None = ...,  # 1073741824
+        timeout_request_body: float | None = ...,  # 60.0
+        limit_request_line: int | None = ...,  # 16384
         runtime_threads: int = 1,
         eager_tasks: bool | None = None,
         tls: TlsConfig | None = None,
@@ -149,10 +185,10 @@ class Core:
         ws: bool = True,
         ws_max_size: int = 16777216,
         ws_max_queue: int = 32,
-        ws_ping_interval: float | None = 20.0,
-        ws_ping_timeout: float | None = 20.0,
+        ws_ping_interval: float | None = ...,  # 20.0
+        ws_ping_timeout: float | None = ...,  # 20.0
         ws_per_message_deflate: bool = True,
-    ) -> None: ...
+    ) -> Self: ...
     def listen_tcp(self, fd: int) -> None:
         """Serve a bound, listening TCP socket; the core takes ownership of ``fd``."""
     def listen_unix(self, fd: int, path: str) -> None:
