@@ -56,10 +56,28 @@ async def app(scope, receive, send):
 def make_cert(directory):
     cert, key = os.path.join(directory, "cert.pem"), os.path.join(directory, "key.pem")
     subprocess.run(
-        ["openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256",
-         "-nodes", "-keyout", key, "-out", cert, "-days", "2", "-subj", "/CN=localhost",
-         "-addext", "subjectAltName=DNS:localhost,IP:127.0.0.1"],
-        check=True, capture_output=True,
+        [
+            "openssl",
+            "req",
+            "-x509",
+            "-newkey",
+            "ec",
+            "-pkeyopt",
+            "ec_paramgen_curve:P-256",
+            "-nodes",
+            "-keyout",
+            key,
+            "-out",
+            cert,
+            "-days",
+            "2",
+            "-subj",
+            "/CN=localhost",
+            "-addext",
+            "subjectAltName=DNS:localhost,IP:127.0.0.1",
+        ],
+        check=True,
+        capture_output=True,
     )
     return cert, key
 
@@ -99,22 +117,61 @@ def pinned(argv, cpu, pin):
 
 def server_argv(name, port, tls, tools):
     if name == "ferrocorn":
-        argv = [sys.executable, "-m", "ferrocorn", "h2_tls:app", "--app-dir", HERE,
-                "--host", "127.0.0.1", "--port", str(port), "--no-access-log",
-                "--log-level", "warning"]
+        argv = [
+            sys.executable,
+            "-m",
+            "ferrocorn",
+            "h2_tls:app",
+            "--app-dir",
+            HERE,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-access-log",
+            "--log-level",
+            "warning",
+        ]
         if tls:
             argv += ["--ssl-certfile", tls[0], "--ssl-keyfile", tls[1]]
     elif name == "granian":
-        argv = [tools["granian"], "--interface", "asgi", "--http", "auto", "--host", "127.0.0.1",
-                "--port", str(port), "--workers", "1", "--no-access-log", "--runtime-mode", "st",
-                "--log-level", "warning", "--working-dir", HERE]
+        argv = [
+            tools["granian"],
+            "--interface",
+            "asgi",
+            "--http",
+            "auto",
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--workers",
+            "1",
+            "--no-access-log",
+            "--runtime-mode",
+            "st",
+            "--log-level",
+            "warning",
+            "--working-dir",
+            HERE,
+        ]
         if tls:
             argv += ["--ssl-certificate", tls[0], "--ssl-keyfile", tls[1]]
         argv.append("h2_tls:app")
     else:
         # hypercorn speaks h2c (prior knowledge) on a plain bind, and h2 by ALPN with TLS.
-        argv = [tools["hypercorn"], "--bind", f"127.0.0.1:{port}", "--workers", "1",
-                "--worker-class", "uvloop", "--log-level", "warning", "h2_tls:app"]
+        argv = [
+            tools["hypercorn"],
+            "--bind",
+            f"127.0.0.1:{port}",
+            "--workers",
+            "1",
+            "--worker-class",
+            "uvloop",
+            "--log-level",
+            "warning",
+            "h2_tls:app",
+        ]
         if tls:
             argv += ["--certfile", tls[0], "--keyfile", tls[1]]
     return argv
@@ -122,10 +179,27 @@ def server_argv(name, port, tls, tools):
 
 def run_h2load(url, args):
     out = subprocess.run(
-        pinned(["h2load", "-D", str(args.duration), "--warm-up-time", "1", "-c",
-                str(args.connections), "-m", str(args.streams), "-t", "1", url],
-               CLIENT_CPU, args.pin),
-        capture_output=True, text=True, env=dict(os.environ, LC_ALL="C"),
+        pinned(
+            [
+                "h2load",
+                "-D",
+                str(args.duration),
+                "--warm-up-time",
+                "1",
+                "-c",
+                str(args.connections),
+                "-m",
+                str(args.streams),
+                "-t",
+                "1",
+                url,
+            ],
+            CLIENT_CPU,
+            args.pin,
+        ),
+        capture_output=True,
+        text=True,
+        env=dict(os.environ, LC_ALL="C"),
     ).stdout
     rate = re.search(r"finished in [\d.]+\w+, ([\d.]+) req/s", out)
     counts = re.search(r"(\d+) succeeded, (\d+) failed, (\d+) errored", out)
@@ -137,9 +211,13 @@ def run_h2load(url, args):
 
 def run_wrk(url, args):
     out = subprocess.run(
-        pinned(["wrk", "-t", "1", "-c", str(args.connections * 5), "-d", f"{args.duration}s", url],
-               CLIENT_CPU, args.pin),
-        capture_output=True, text=True,
+        pinned(
+            ["wrk", "-t", "1", "-c", str(args.connections * 5), "-d", f"{args.duration}s", url],
+            CLIENT_CPU,
+            args.pin,
+        ),
+        capture_output=True,
+        text=True,
     ).stdout
     rate = re.search(r"Requests/sec:\s+([\d.]+)", out)
     errors = re.search(r"Non-2xx or 3xx responses: (\d+)|Socket errors: .*", out)
@@ -160,9 +238,10 @@ SKIP = {("hypercorn", "wrk HTTPS (HTTP/1.1)")}
 def measure_one(name, label, tls, load, tls_files, args, tools):
     port = free_port()
     proc = subprocess.Popen(
-        pinned(server_argv(name, port, tls_files if tls else None, tools), SERVER_CPU,
-               args.pin),
-        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, cwd=HERE,
+        pinned(server_argv(name, port, tls_files if tls else None, tools), SERVER_CPU, args.pin),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd=HERE,
     )
     try:
         wait_port(port, proc)
@@ -186,8 +265,12 @@ def main():
     parser.add_argument("--streams", type=int, default=10, help="h2load streams per connection")
     parser.add_argument("--granian", help="path of the granian executable")
     parser.add_argument("--hypercorn", help="path of the hypercorn executable")
-    parser.add_argument("--no-pin", dest="pin", action="store_false",
-                        help="do not pin the server and the load generator to CPUs")
+    parser.add_argument(
+        "--no-pin",
+        dest="pin",
+        action="store_false",
+        help="do not pin the server and the load generator to CPUs",
+    )
     parser.add_argument("--out", help="also write the results as Markdown to this file")
     args = parser.parse_args()
     missing = [tool for tool in ("h2load", "wrk", "openssl") if shutil.which(tool) is None]
@@ -195,8 +278,10 @@ def main():
         missing.append("taskset")
     if missing:
         sys.exit("missing tools: " + ", ".join(missing))
-    tools = {"granian": find_tool("granian", args.granian),
-             "hypercorn": find_tool("hypercorn", args.hypercorn)}
+    tools = {
+        "granian": find_tool("granian", args.granian),
+        "hypercorn": find_tool("hypercorn", args.hypercorn),
+    }
     servers = ["ferrocorn"] + [name for name in ("granian", "hypercorn") if tools[name]]
     for name in ("granian", "hypercorn"):
         if not tools[name]:
@@ -213,23 +298,34 @@ def main():
                     rate, note = measure_one(name, label, tls, load, tls_files, args, tools)
                     rounds.setdefault((name, label), []).append((rate, note))
                     shown = f"{rate:,.0f} req/s" if rate is not None else "n/a"
-                    print(f"round {r + 1}/{args.rounds} {label:<22} {name:<10} {shown}"
-                          + (f" ({note})" if note else ""), flush=True)
+                    print(
+                        f"round {r + 1}/{args.rounds} {label:<22} {name:<10} {shown}"
+                        + (f" ({note})" if note else ""),
+                        flush=True,
+                    )
 
     def median(name, label):
         rates = [rate for rate, _ in rounds.get((name, label), []) if rate is not None]
         return statistics.median(rates) if rates else None
 
-    header = (f"{os.cpu_count()} CPU(s), {platform.platform()}; server pinned to CPU "
-              f"{SERVER_CPU}, load generator to CPU {CLIENT_CPU}" if args.pin else
-              f"{os.cpu_count()} CPU(s), not pinned")
-    lines = [header, "",
-             f"{args.connections} connections, {args.streams} streams each (h2load; wrk: "
-             f"{args.connections * 5} connections), {args.duration} s per load, median of "
-             f"{args.rounds} round(s), a fresh server each time.", "",
-             "| load | " + " | ".join(f"{n} req/s" for n in servers)
-             + " | ferrocorn / granian | ferrocorn / hypercorn |",
-             "|---|" + "---:|" * (len(servers) + 2)]
+    header = (
+        f"{os.cpu_count()} CPU(s), {platform.platform()}; server pinned to CPU "
+        f"{SERVER_CPU}, load generator to CPU {CLIENT_CPU}"
+        if args.pin
+        else f"{os.cpu_count()} CPU(s), not pinned"
+    )
+    lines = [
+        header,
+        "",
+        f"{args.connections} connections, {args.streams} streams each (h2load; wrk: "
+        f"{args.connections * 5} connections), {args.duration} s per load, median of "
+        f"{args.rounds} round(s), a fresh server each time.",
+        "",
+        "| load | "
+        + " | ".join(f"{n} req/s" for n in servers)
+        + " | ferrocorn / granian | ferrocorn / hypercorn |",
+        "|---|" + "---:|" * (len(servers) + 2),
+    ]
     for label, _, _ in LOADS:
         meds = {name: median(name, label) for name in servers}
         cells = [f"{meds[n]:,.0f}" if meds[n] is not None else "–" for n in servers]
@@ -240,18 +336,29 @@ def main():
             else:
                 ratios.append("–")
         lines.append(f"| {label} | " + " | ".join(cells + ratios) + " |")
-    notes = sorted({f"{name} {label}: {note}" for (name, label), rs in rounds.items()
-                    for _, note in rs if note})
+    notes = sorted(
+        {
+            f"{name} {label}: {note}"
+            for (name, label), rs in rounds.items()
+            for _, note in rs
+            if note
+        }
+    )
     if notes:
         lines += ["", "Notes: " + "; ".join(notes)]
     text = "\n".join(lines)
     print("\n" + text)
     if args.out:
         with open(args.out, "w") as f:
-            f.write("# HTTP/2 and TLS benchmark\n\nGenerated by `python benchmarks/h2_tls.py "
-                    + " ".join(sys.argv[1:]) + "` on "
-                    + time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()) + ".\n\n"
-                    + text + "\n")
+            f.write(
+                "# HTTP/2 and TLS benchmark\n\nGenerated by `python benchmarks/h2_tls.py "
+                + " ".join(sys.argv[1:])
+                + "` on "
+                + time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+                + ".\n\n"
+                + text
+                + "\n"
+            )
 
 
 if __name__ == "__main__":

@@ -29,11 +29,24 @@ APP = "tests.apps.workers:app"  # GET /pid answers the worker's pid
 
 
 def start(args, log):
-    argv = [args.python, "-m", "ferrocorn", APP, "--host", "127.0.0.1", "--port", "0",
-            "--workers", str(args.workers), "--limit-max-requests", str(args.limit_max_requests),
-            "--no-access-log"]
-    proc = subprocess.Popen(argv, cwd=REPO, stdout=log, stderr=subprocess.STDOUT,
-                            start_new_session=True)
+    argv = [
+        args.python,
+        "-m",
+        "ferrocorn",
+        APP,
+        "--host",
+        "127.0.0.1",
+        "--port",
+        "0",
+        "--workers",
+        str(args.workers),
+        "--limit-max-requests",
+        str(args.limit_max_requests),
+        "--no-access-log",
+    ]
+    proc = subprocess.Popen(
+        argv, cwd=REPO, stdout=log, stderr=subprocess.STDOUT, start_new_session=True
+    )
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         with open(log.name) as f:
@@ -52,14 +65,18 @@ def worker_threads(supervisor):
     lines = []
     for pid in out.stdout.split():
         for tid in sorted(os.listdir(f"/proc/{pid}/task")):
+
             def read(name, base=f"/proc/{pid}/task/{tid}"):
                 try:
                     with open(f"{base}/{name}") as f:
                         return f.read().strip()
                 except OSError as exc:
                     return repr(exc)
-            lines.append(f"  {pid}/{tid} {read('comm')}: wchan={read('wchan')} "
-                         f"syscall={read('syscall').split(' ')[0]}")
+
+            lines.append(
+                f"  {pid}/{tid} {read('comm')}: wchan={read('wchan')} "
+                f"syscall={read('syscall').split(' ')[0]}"
+            )
     return "\n".join(lines)
 
 
@@ -98,8 +115,10 @@ def main():
                     data = one_request(port, args.timeout)
                 except socket.timeout:
                     failures += 1
-                    print(f"request {sent}: no response in {args.timeout} s; worker threads:\n"
-                          + worker_threads(proc.pid))
+                    print(
+                        f"request {sent}: no response in {args.timeout} s; worker threads:\n"
+                        + worker_threads(proc.pid)
+                    )
                     continue
                 except OSError as exc:
                     failures += 1

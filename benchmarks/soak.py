@@ -37,7 +37,7 @@ import time
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, REPO_ROOT)
 
-from tests.helpers import start_server  # noqa: E402
+from tests.support.helpers import start_server  # noqa: E402
 
 FD_SLACK = 3
 TASK_SLACK = 1
@@ -133,11 +133,15 @@ class Worker(threading.Thread):
 
         # No client keepalive pings: the sessions are short, and the keepalive thread trips
         # over a threading bug of PyPy 3.9 ("cannot release un-acquired lock").
-        with connect("ws://127.0.0.1:%d/ws" % self.port, open_timeout=30,
-                     close_timeout=10, ping_interval=None) as ws:
+        with connect(
+            "ws://127.0.0.1:%d/ws" % self.port,
+            open_timeout=30,
+            close_timeout=10,
+            ping_interval=None,
+        ) as ws:
             for _ in range(self.rng.randint(1, 10)):
                 if self.rng.random() < 0.5:
-                    msg = "soak-%d" % self.rng.randint(0, 10 ** 9)
+                    msg = "soak-%d" % self.rng.randint(0, 10**9)
                 else:
                     msg = os.urandom(self.rng.choice((1, 100, 5000)))
                 ws.send(msg)
@@ -199,9 +203,21 @@ class WrkLoad(threading.Thread):
             f.write(WRK_SCRIPT)
         try:
             out = subprocess.run(
-                ["wrk", "-t1", "-c%d" % self.connections, "-d%ds" % max(1, int(self.duration)),
-                 "--timeout", "10s", "-s", f.name, "http://127.0.0.1:%d/" % self.port],
-                capture_output=True, text=True, timeout=self.duration + 120).stdout
+                [
+                    "wrk",
+                    "-t1",
+                    "-c%d" % self.connections,
+                    "-d%ds" % max(1, int(self.duration)),
+                    "--timeout",
+                    "10s",
+                    "-s",
+                    f.name,
+                    "http://127.0.0.1:%d/" % self.port,
+                ],
+                capture_output=True,
+                text=True,
+                timeout=self.duration + 120,
+            ).stdout
         finally:
             os.unlink(f.name)
         self.result = parse_wrk(out)
@@ -209,11 +225,12 @@ class WrkLoad(threading.Thread):
 
 def parse_wrk(out):
     """Requests, socket errors, non-2xx and Lua-checked wrong responses from wrk's report."""
+
     def number(pattern):
         m = re.search(pattern, out)
         return int(m.group(1)) if m else 0
-    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)",
-                       out)
+
+    errors = re.search(r"Socket errors: connect (\d+), read (\d+), write (\d+), timeout (\d+)", out)
     return {
         "requests": number(r"(\d+) requests in"),
         "socket_errors": sum(int(g) for g in errors.groups()) if errors else 0,
@@ -252,27 +269,48 @@ def main(argv=None):
     parser.add_argument("--workers", type=int, default=4)
     parser.add_argument("--interval", type=float, default=10.0)
     parser.add_argument("--max-rss-growth", type=float, default=5.0)
-    parser.add_argument("--warmup", type=float, default=0.2,
-                        help="fraction of the run before RSS is compared (default 0.2)")
+    parser.add_argument(
+        "--warmup",
+        type=float,
+        default=0.2,
+        help="fraction of the run before RSS is compared (default 0.2)",
+    )
     parser.add_argument("--seed", type=int, default=1)
     parser.add_argument("--json", help="also write the figures to this file")
-    parser.add_argument("--wrk-connections", type=int, default=0,
-                        help="add wrk bulk load with this many connections (default 0: off)")
+    parser.add_argument(
+        "--wrk-connections",
+        type=int,
+        default=0,
+        help="add wrk bulk load with this many connections (default 0: off)",
+    )
     args = parser.parse_args(argv)
 
-    server = start_server("benchmarks.soak_app:app", "--no-access-log", "--timeout-keep-alive",
-                          "30")
+    server = start_server(
+        "benchmarks.soak_app:app", "--no-access-log", "--timeout-keep-alive", "30"
+    )
     stats = Stats()
     stop = threading.Event()
     samples = []  # (t, rss_kb, fds, tasks)
     failures = []
     try:
         base_fds, base_tasks = quiescent(server, settle=0.5)
-        print("soak: pid %d port %d, %d workers, %.0fs, sample every %.0fs; quiescent fds %d "
-              "tasks %d" % (server.pid, server.port, args.workers, args.duration,
-                            args.interval, base_fds, base_tasks), flush=True)
-        workers = [Worker(server.port, stats, stop, args.seed * 1000 + i)
-                   for i in range(args.workers)]
+        print(
+            "soak: pid %d port %d, %d workers, %.0fs, sample every %.0fs; quiescent fds %d "
+            "tasks %d"
+            % (
+                server.pid,
+                server.port,
+                args.workers,
+                args.duration,
+                args.interval,
+                base_fds,
+                base_tasks,
+            ),
+            flush=True,
+        )
+        workers = [
+            Worker(server.port, stats, stop, args.seed * 1000 + i) for i in range(args.workers)
+        ]
         wrk = None
         if args.wrk_connections:
             if shutil.which("wrk") is None:
@@ -290,14 +328,24 @@ def main(argv=None):
                 failures.append("server died with code %s" % server.proc.returncode)
                 break
             if now >= next_sample:
-                sample = (round(now - start, 1), rss_kb(server.pid), fd_count(server.pid),
-                          get_tasks(server.port))
+                sample = (
+                    round(now - start, 1),
+                    rss_kb(server.pid),
+                    fd_count(server.pid),
+                    get_tasks(server.port),
+                )
                 samples.append(sample)
                 with stats.lock:
-                    done = sum(v for k, v in stats.counts.items()
-                               if k not in ("ws_messages", "errors", "wrk"))
-                print("  t=%6.1fs rss=%d KiB fds=%d tasks=%d requests=%d errors=%d"
-                      % (sample + (done, stats.counts.get("errors", 0))), flush=True)
+                    done = sum(
+                        v
+                        for k, v in stats.counts.items()
+                        if k not in ("ws_messages", "errors", "wrk")
+                    )
+                print(
+                    "  t=%6.1fs rss=%d KiB fds=%d tasks=%d requests=%d errors=%d"
+                    % (sample + (done, stats.counts.get("errors", 0))),
+                    flush=True,
+                )
                 next_sample += args.interval
             if now - start >= args.duration:
                 break
@@ -320,8 +368,11 @@ def main(argv=None):
 
     warm = [s for s in samples if s[0] >= args.warmup * args.duration]
     figures = {
-        "duration_s": args.duration, "workers": args.workers, "counts": dict(stats.counts),
-        "samples": samples, "quiescent_before": {"fds": base_fds, "tasks": base_tasks},
+        "duration_s": args.duration,
+        "workers": args.workers,
+        "counts": dict(stats.counts),
+        "samples": samples,
+        "quiescent_before": {"fds": base_fds, "tasks": base_tasks},
         "quiescent_after": {"fds": end_fds, "tasks": end_tasks},
     }
     if len(warm) >= 2:
@@ -330,11 +381,17 @@ def main(argv=None):
         third = max(1, len(warm) // 3)
         rss0, rss1 = median([s[1] for s in warm[:third]]), median([s[1] for s in warm[-third:]])
         growth = 100.0 * (rss1 - rss0) / rss0
-        figures.update(rss_after_warmup_kb=rss0, rss_end_kb=rss1, rss_growth_pct=round(growth, 2),
-                       rss_max_kb=max(s[1] for s in samples))
-        print("soak: RSS after warm-up %d KiB, at end %d KiB (medians of %d samples): growth "
-              "%+.2f%% (bound %.1f%%); max %d KiB" % (rss0, rss1, third, growth,
-                                                      args.max_rss_growth, figures["rss_max_kb"]))
+        figures.update(
+            rss_after_warmup_kb=rss0,
+            rss_end_kb=rss1,
+            rss_growth_pct=round(growth, 2),
+            rss_max_kb=max(s[1] for s in samples),
+        )
+        print(
+            "soak: RSS after warm-up %d KiB, at end %d KiB (medians of %d samples): growth "
+            "%+.2f%% (bound %.1f%%); max %d KiB"
+            % (rss0, rss1, third, growth, args.max_rss_growth, figures["rss_max_kb"])
+        )
         if growth > args.max_rss_growth:
             failures.append("RSS grew %.2f%% (> %.1f%%)" % (growth, args.max_rss_growth))
         if rising([s[2] for s in warm], FD_SLACK * 4):
@@ -344,14 +401,18 @@ def main(argv=None):
     else:
         failures.append("fewer than 2 samples after the warm-up: run longer or sample more often")
     if end_fds is not None:
-        print("soak: quiescent fds %d -> %d, tasks %d -> %d"
-              % (base_fds, end_fds, base_tasks, end_tasks))
+        print(
+            "soak: quiescent fds %d -> %d, tasks %d -> %d"
+            % (base_fds, end_fds, base_tasks, end_tasks)
+        )
         if end_fds > base_fds + FD_SLACK:
-            failures.append("fds after the load %d > before %d + %d" % (end_fds, base_fds,
-                                                                         FD_SLACK))
+            failures.append(
+                "fds after the load %d > before %d + %d" % (end_fds, base_fds, FD_SLACK)
+            )
         if end_tasks > base_tasks + TASK_SLACK:
-            failures.append("tasks after the load %d > before %d + %d"
-                            % (end_tasks, base_tasks, TASK_SLACK))
+            failures.append(
+                "tasks after the load %d > before %d + %d" % (end_tasks, base_tasks, TASK_SLACK)
+            )
     print("soak: requests %s" % json.dumps(stats.counts, sort_keys=True))
     bulk = stats.counts.get("wrk")
     if args.wrk_connections:
@@ -362,8 +423,9 @@ def main(argv=None):
         elif bulk["wrong"] is None:
             failures.append("wrk did not report its response checks")
     if stats.errors:
-        failures.append("%d request errors, first: %s"
-                        % (stats.counts.get("errors", 0), stats.errors[:5]))
+        failures.append(
+            "%d request errors, first: %s" % (stats.counts.get("errors", 0), stats.errors[:5])
+        )
     figures["failures"] = failures
     if args.json:
         with open(args.json, "w") as f:

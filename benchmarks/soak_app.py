@@ -23,8 +23,13 @@ async def _read_body(receive):
 
 
 async def _respond(send, status, body, content_type=b"text/plain"):
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", content_type)]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", content_type)],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -38,8 +43,13 @@ async def _http(scope, receive, send):
     elif path == "/stream":
         query = parse_qs(scope["query_string"].decode("latin-1"))
         size = int(query.get("size", ["262144"])[0])
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"application/octet-stream")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/octet-stream")],
+            }
+        )
         sent = 0
         while sent < size:
             piece = CHUNK[: min(len(CHUNK), size - sent)]

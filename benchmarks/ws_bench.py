@@ -147,7 +147,7 @@ def proc_tree_cpu(pid):
                 stat = f.read()
         except OSError:
             continue
-        fields = stat[stat.rindex(")") + 2:].split()
+        fields = stat[stat.rindex(")") + 2 :].split()
         parents[int(entry)] = int(fields[1])
         times[int(entry)] = (int(fields[11]) + int(fields[12])) / ticks
     tree = {pid}
@@ -204,7 +204,7 @@ def run_raw_client(port, conns, size, warmup, duration, server_pid):
             c = table[fd]
             if ev & OUT and c.out is not None:
                 try:
-                    n = c.sock.send(c.out[c.out_pos:])
+                    n = c.sock.send(c.out[c.out_pos :])
                 except BlockingIOError:
                     n = 0
                 c.out_pos += n
@@ -248,7 +248,7 @@ def run_raw_client(port, conns, size, warmup, duration, server_pid):
                         if end - pos < 10:
                             c.hdr = data[pos:]
                             break
-                        n = int.from_bytes(data[pos + 2:pos + 10], "big")
+                        n = int.from_bytes(data[pos + 2 : pos + 10], "big")
                     pos += hl
                     c.opcode = b0 & 0x0F
                     c.remaining = n
@@ -299,8 +299,13 @@ def run_websockets_client(port, conns, size, warmup, duration, server_pid):
     state = {"counting": False, "messages": 0, "stop": False}
 
     async def one():
-        async with connect("ws://127.0.0.1:%d/" % port, proxy=None, compression=None,
-                           max_size=None, ping_interval=None) as ws:
+        async with connect(
+            "ws://127.0.0.1:%d/" % port,
+            proxy=None,
+            compression=None,
+            max_size=None,
+            ping_interval=None,
+        ) as ws:
             while not state["stop"]:
                 await ws.send(message)
                 await ws.recv()
@@ -343,15 +348,36 @@ def server_command(name, port, args):
     py = os.path.join(VENV_BIN, "python")
     common = ["--host", "127.0.0.1", "--port", str(port)]
     if name == "ferrocorn":
-        return [args.ferrocorn_python, "-m", "ferrocorn", APP_TARGET] + common + [
-            "--no-access-log", "--log-level", "warning"]
+        return (
+            [args.ferrocorn_python, "-m", "ferrocorn", APP_TARGET]
+            + common
+            + ["--no-access-log", "--log-level", "warning"]
+        )
     if name == "granian":
-        return [os.path.join(VENV_BIN, "granian"), "--interface", "asgi", "--ws"] + common + [
-            "--workers", "1", "--runtime-mode", "st", "--runtime-threads", "1", "--http", "1",
-            "--no-access-log", "--log-level", "warning", APP_TARGET]
+        return (
+            [os.path.join(VENV_BIN, "granian"), "--interface", "asgi", "--ws"]
+            + common
+            + [
+                "--workers",
+                "1",
+                "--runtime-mode",
+                "st",
+                "--runtime-threads",
+                "1",
+                "--http",
+                "1",
+                "--no-access-log",
+                "--log-level",
+                "warning",
+                APP_TARGET,
+            ]
+        )
     if name == "uvicorn":
-        return [py, "-m", "uvicorn", APP_TARGET] + common + [
-            "--ws", "websockets", "--no-access-log", "--log-level", "warning"]
+        return (
+            [py, "-m", "uvicorn", APP_TARGET]
+            + common
+            + ["--ws", "websockets", "--no-access-log", "--log-level", "warning"]
+        )
     raise ValueError(name)
 
 
@@ -366,8 +392,9 @@ def start_server(name, args):
     if name == "ferrocorn":
         env["PYTHONPATH"] = args.ferrocorn_pythonpath
     argv = nice_prefix(args) + ["taskset", "-c", SERVER_CPU] + server_command(name, port, args)
-    proc = subprocess.Popen(argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE)
+    proc = subprocess.Popen(
+        argv, cwd=REPO, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE
+    )
     deadline = time.monotonic() + 30
     while time.monotonic() < deadline:
         if proc.poll() is not None:
@@ -391,31 +418,52 @@ def stop_server(proc):
 
 
 SCENARIOS = {
-    "text": dict(title="small text messages (32 B) round-trip", size=32, unit="msgs/s",
-                 key="msgs_per_s"),
-    "1mib": dict(title="1 MiB binary messages round-trip", size=MiB, unit="MB/s",
-                 key="mb_per_s"),
+    "text": dict(
+        title="small text messages (32 B) round-trip", size=32, unit="msgs/s", key="msgs_per_s"
+    ),
+    "1mib": dict(title="1 MiB binary messages round-trip", size=MiB, unit="MB/s", key="mb_per_s"),
 }
 
 
 def loadgen_argv(args, port, pid, scenario, client="raw"):
     conns = args.conns if scenario == "text" else args.big_conns
     python = args.client_python or sys.executable
-    return nice_prefix(args) + ["taskset", "-c", CLIENT_CPU, python, os.path.abspath(__file__),
-                                "--loadgen",
-            "--port", str(port), "--server-pid", str(pid), "--conns", str(conns),
-            "--size", str(SCENARIOS[scenario]["size"]), "--warmup", str(args.warmup),
-            "--duration", str(args.duration), "--client", client]
+    return nice_prefix(args) + [
+        "taskset",
+        "-c",
+        CLIENT_CPU,
+        python,
+        os.path.abspath(__file__),
+        "--loadgen",
+        "--port",
+        str(port),
+        "--server-pid",
+        str(pid),
+        "--conns",
+        str(conns),
+        "--size",
+        str(SCENARIOS[scenario]["size"]),
+        "--warmup",
+        str(args.warmup),
+        "--duration",
+        str(args.duration),
+        "--client",
+        client,
+    ]
 
 
 def measure(args, name, scenario, client="raw"):
     proc, port, argv = start_server(name, args)
     try:
-        out = subprocess.run(loadgen_argv(args, port, proc.pid, scenario, client),
-                             capture_output=True, timeout=args.warmup + args.duration + 120)
+        out = subprocess.run(
+            loadgen_argv(args, port, proc.pid, scenario, client),
+            capture_output=True,
+            timeout=args.warmup + args.duration + 120,
+        )
         if out.returncode != 0:
-            raise RuntimeError("load generator failed against %s: %s"
-                               % (name, out.stderr.decode()[-2000:]))
+            raise RuntimeError(
+                "load generator failed against %s: %s" % (name, out.stderr.decode()[-2000:])
+            )
         result = json.loads(out.stdout.decode().strip().splitlines()[-1])
     finally:
         stop_server(proc)
@@ -438,13 +486,23 @@ def main():
     parser.add_argument("--big-conns", type=int, default=8, help="connections, 1mib scenario")
     parser.add_argument("--ferrocorn-python", default=os.path.join(VENV_BIN, "python"))
     parser.add_argument("--ferrocorn-pythonpath", default=os.path.join(REPO, "python"))
-    parser.add_argument("--client-python", default=None,
-                        help="interpreter for the load generator (default: this one)")
-    parser.add_argument("--client-ceiling", action="store_true",
-                        help="also run the websockets-library client against ferrocorn")
-    parser.add_argument("--nice", type=int, default=0,
-                        help="run servers and load generator under `nice -n N` (negative: a "
-                             "higher priority than concurrent background work; needs root)")
+    parser.add_argument(
+        "--client-python",
+        default=None,
+        help="interpreter for the load generator (default: this one)",
+    )
+    parser.add_argument(
+        "--client-ceiling",
+        action="store_true",
+        help="also run the websockets-library client against ferrocorn",
+    )
+    parser.add_argument(
+        "--nice",
+        type=int,
+        default=0,
+        help="run servers and load generator under `nice -n N` (negative: a "
+        "higher priority than concurrent background work; needs root)",
+    )
     parser.add_argument("--note", default="", help="a line added to the report (build, ...)")
     parser.add_argument("--out", default=os.path.join(HERE, "WS_RESULTS.md"))
     # load generator mode (internal)
@@ -457,8 +515,9 @@ def main():
 
     if args.loadgen:
         runner = run_raw_client if args.client == "raw" else run_websockets_client
-        result = runner(args.port, args.conns, args.size, args.warmup, args.duration,
-                        args.server_pid)
+        result = runner(
+            args.port, args.conns, args.size, args.warmup, args.duration, args.server_pid
+        )
         print(json.dumps(result))
         return 0
 
@@ -474,23 +533,40 @@ def main():
                 result, argv = measure(args, name, scenario)
                 commands[name] = argv
                 results.setdefault((scenario, name), []).append(result)
-                print("%-5s round %d %-10s %10.1f %s  server cpu %3.0f%%  client cpu %3.0f%%"
-                      % (scenario, rnd + 1, name, result[SCENARIOS[scenario]["key"]],
-                         SCENARIOS[scenario]["unit"], 100 * result["server_cpu"],
-                         100 * result["client_cpu"]), flush=True)
+                print(
+                    "%-5s round %d %-10s %10.1f %s  server cpu %3.0f%%  client cpu %3.0f%%"
+                    % (
+                        scenario,
+                        rnd + 1,
+                        name,
+                        result[SCENARIOS[scenario]["key"]],
+                        SCENARIOS[scenario]["unit"],
+                        100 * result["server_cpu"],
+                        100 * result["client_cpu"],
+                    ),
+                    flush=True,
+                )
     ceiling = None
     if args.client_ceiling and "ferrocorn" in servers:
         ceiling = []
         for rnd in range(args.rounds):
             result, _ = measure(args, "ferrocorn", "text", client="websockets")
             ceiling.append(result)
-            print("text  round %d ferrocorn, websockets client %10.1f msgs/s  server cpu %3.0f%%"
-                  "  client cpu %3.0f%%" % (rnd + 1, result["msgs_per_s"],
-                                             100 * result["server_cpu"],
-                                             100 * result["client_cpu"]), flush=True)
+            print(
+                "text  round %d ferrocorn, websockets client %10.1f msgs/s  server cpu %3.0f%%"
+                "  client cpu %3.0f%%"
+                % (
+                    rnd + 1,
+                    result["msgs_per_s"],
+                    100 * result["server_cpu"],
+                    100 * result["client_cpu"],
+                ),
+                flush=True,
+            )
     load_after = loadavg()
-    write_report(args, servers, scenarios, results, commands, ceiling, started,
-                 load_before, load_after)
+    write_report(
+        args, servers, scenarios, results, commands, ceiling, started, load_before, load_after
+    )
     print("wrote", args.out)
     return 0
 
@@ -499,11 +575,14 @@ def median_of(runs, key):
     return statistics.median(r[key] for r in runs)
 
 
-def write_report(args, servers, scenarios, results, commands, ceiling, started, load_before,
-                 load_after):
+def write_report(
+    args, servers, scenarios, results, commands, ceiling, started, load_before, load_after
+):
     lines = ["# WebSocket benchmark (echo)", ""]
-    lines.append("Generated by `%s` on %s." % (
-        " ".join(["python3", "benchmarks/ws_bench.py"] + sys.argv[1:]), started))
+    lines.append(
+        "Generated by `%s` on %s."
+        % (" ".join(["python3", "benchmarks/ws_bench.py"] + sys.argv[1:]), started)
+    )
     lines.append("")
     lines.append(
         "One server worker pinned to CPU 0, the load generator (one epoll loop over raw sockets,"
@@ -511,9 +590,17 @@ def write_report(args, servers, scenarios, results, commands, ceiling, started, 
         " %.0f s warm-up + %.0f s measured, median of %d rounds (rounds interleaved across"
         " servers). Text: %d connections, 32-byte text messages, one in flight per connection."
         " 1 MiB: %d connections, 1 MiB binary messages, one in flight per connection; MB/s"
-        " counts the echoed payload (10^6 bytes)." % (
-            platform.python_implementation(), platform.python_version(), args.warmup,
-            args.duration, args.rounds, args.conns, args.big_conns))
+        " counts the echoed payload (10^6 bytes)."
+        % (
+            platform.python_implementation(),
+            platform.python_version(),
+            args.warmup,
+            args.duration,
+            args.rounds,
+            args.conns,
+            args.big_conns,
+        )
+    )
     lines.append("")
     lines.append(
         "Machine: %d cores, %s; **other work was running concurrently on this machine** "
@@ -522,16 +609,19 @@ def write_report(args, servers, scenarios, results, commands, ceiling, started, 
         "window (100%% = one core); a server at ~100%% is saturated. When neither side is "
         "near 100%%, both were starved by the concurrent work and the throughput mostly "
         "reflects their CPU share: the per-server-CPU-second column (throughput divided by "
-        "the server's CPU use) is then the steadier comparison." % (
-            os.cpu_count(), platform.platform(), load_before, load_after))
+        "the server's CPU use) is then the steadier comparison."
+        % (os.cpu_count(), platform.platform(), load_before, load_after)
+    )
     lines.append("")
     for scenario in scenarios:
         spec = SCENARIOS[scenario]
         key = spec["key"]
         lines.append("## %s (%s)" % (spec["title"], spec["unit"]))
         lines.append("")
-        lines.append("| server | median %s | rounds | server CPU | client CPU | %s per server "
-                     "CPU-second |" % (spec["unit"], spec["unit"].split("/")[0]))
+        lines.append(
+            "| server | median %s | rounds | server CPU | client CPU | %s per server "
+            "CPU-second |" % (spec["unit"], spec["unit"].split("/")[0])
+        )
         lines.append("|---|---:|---|---:|---:|---:|")
         medians = {}
         efficiency = {}
@@ -540,22 +630,37 @@ def write_report(args, servers, scenarios, results, commands, ceiling, started, 
             if not runs:
                 continue
             medians[name] = median_of(runs, key)
-            efficiency[name] = statistics.median(
-                r[key] / r["server_cpu"] for r in runs if r["server_cpu"] > 0) if any(
-                r["server_cpu"] > 0 for r in runs) else 0.0
-            lines.append("| %s | %.1f | %s | %.0f%% | %.0f%% | %.0f |" % (
-                name, medians[name], ", ".join("%.1f" % r[key] for r in runs),
-                100 * median_of(runs, "server_cpu"), 100 * median_of(runs, "client_cpu"),
-                efficiency[name]))
+            efficiency[name] = (
+                statistics.median(r[key] / r["server_cpu"] for r in runs if r["server_cpu"] > 0)
+                if any(r["server_cpu"] > 0 for r in runs)
+                else 0.0
+            )
+            lines.append(
+                "| %s | %.1f | %s | %.0f%% | %.0f%% | %.0f |"
+                % (
+                    name,
+                    medians[name],
+                    ", ".join("%.1f" % r[key] for r in runs),
+                    100 * median_of(runs, "server_cpu"),
+                    100 * median_of(runs, "client_cpu"),
+                    efficiency[name],
+                )
+            )
         lines.append("")
         if "ferrocorn" in medians:
             ratios = []
             for other in ("granian", "uvicorn"):
                 if medians.get(other):
-                    ratios.append("ferrocorn / %s = **%.2f×** (per server CPU-second: %.2f×)" % (
-                        other, medians["ferrocorn"] / medians[other],
-                        efficiency["ferrocorn"] / efficiency[other]
-                        if efficiency.get(other) else float("nan")))
+                    ratios.append(
+                        "ferrocorn / %s = **%.2f×** (per server CPU-second: %.2f×)"
+                        % (
+                            other,
+                            medians["ferrocorn"] / medians[other],
+                            efficiency["ferrocorn"] / efficiency[other]
+                            if efficiency.get(other)
+                            else float("nan"),
+                        )
+                    )
             if ratios:
                 lines.append("Ratios (same run): " + "; ".join(ratios) + ".")
                 lines.append("")
@@ -563,29 +668,39 @@ def write_report(args, servers, scenarios, results, commands, ceiling, started, 
     lines.append("")
     text_runs = [r for (sc, _), runs in results.items() if sc == "text" for r in runs]
     if text_runs:
-        per_msg = statistics.median(r["client_cpu"] / r["msgs_per_s"] * 1e6 for r in text_runs
-                                    if r["msgs_per_s"])
+        per_msg = statistics.median(
+            r["client_cpu"] / r["msgs_per_s"] * 1e6 for r in text_runs if r["msgs_per_s"]
+        )
         lines.append(
             "The raw client spends about %.0f µs of CPU per text round trip (mostly loopback TCP"
             " system calls), about as much as the fastest server here: on an idle machine, with"
             " a whole core each, the text figure of the fastest server would be close to"
-            " client-bound (%.0f msgs/s for one core of client)." % (per_msg, 1e6 / per_msg))
+            " client-bound (%.0f msgs/s for one core of client)." % (per_msg, 1e6 / per_msg)
+        )
         lines.append("")
     if ceiling:
         lines.append(
             "Ceiling of a client built on the `websockets` library (asyncio, one process on"
             " CPU 1), same text scenario against ferrocorn: median %.1f msgs/s (%s), client CPU"
             " %.0f%%, server CPU %.0f%%, i.e. %.0f msgs per client CPU-second, against %.0f for"
-            " the raw client: it would be the bottleneck, so the tables use the raw client." % (
+            " the raw client: it would be the bottleneck, so the tables use the raw client."
+            % (
                 median_of(ceiling, "msgs_per_s"),
                 ", ".join("%.1f" % r["msgs_per_s"] for r in ceiling),
-                100 * median_of(ceiling, "client_cpu"), 100 * median_of(ceiling, "server_cpu"),
-                statistics.median(r["msgs_per_s"] / r["client_cpu"] for r in ceiling
-                                  if r["client_cpu"]),
-                statistics.median(r["msgs_per_s"] / r["client_cpu"]
-                                  for r in results.get(("text", "ferrocorn"), [])
-                                  if r["client_cpu"]) if results.get(("text", "ferrocorn"))
-                else float("nan")))
+                100 * median_of(ceiling, "client_cpu"),
+                100 * median_of(ceiling, "server_cpu"),
+                statistics.median(
+                    r["msgs_per_s"] / r["client_cpu"] for r in ceiling if r["client_cpu"]
+                ),
+                statistics.median(
+                    r["msgs_per_s"] / r["client_cpu"]
+                    for r in results.get(("text", "ferrocorn"), [])
+                    if r["client_cpu"]
+                )
+                if results.get(("text", "ferrocorn"))
+                else float("nan"),
+            )
+        )
         lines.append("")
     lines.append("## Exact server commands")
     lines.append("")

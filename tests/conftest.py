@@ -1,6 +1,6 @@
 """pytest configuration for the ferrocorn black-box suite.
 
-Each test module starts its own server(s) through ``start_server`` (see helpers.py);
+Each test module starts its own server(s) through ``start_server`` (see support/helpers.py);
 ``server_factory`` starts servers that are stopped when the test ends.
 
 Environment:
@@ -15,7 +15,7 @@ import pytest
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tests.helpers import start_server  # noqa: E402
+from tests.support.helpers import start_server  # noqa: E402
 
 DEFAULT_TIMEOUT = 60
 

@@ -52,6 +52,10 @@ for interp in $INTERPRETERS; do
         "$venv/bin/python" -m pip install --quiet -r tests/requirements-frameworks.txt
     fi
     "$venv/bin/python" -m pip install --quiet "$ROOT"/target/wheels-test/"$interp"/*.whl
+    if [ "$interp" = python3 ]; then
+        echo "== $interp: lint and stub check"
+        bash tests/lint.sh "$venv"
+    fi
     echo "== $interp: pytest"
     # Run from the repo root so `tests.apps.*` import; `ferrocorn` comes from the wheel.
     # kosoku (the Autobahn runner) needs Python >= 3.10: the PyPy run borrows CPython's.

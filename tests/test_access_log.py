@@ -5,7 +5,7 @@ import uuid
 
 import httpx
 
-from tests.helpers import start_server
+from tests.support.helpers import start_server
 
 
 def test_access_log_one_line_per_request():
@@ -13,12 +13,13 @@ def test_access_log_one_line_per_request():
     with start_server("tests.apps.basic:app", "--access-log") as server:
         with httpx.Client(base_url=server.url, timeout=10) as client:
             assert client.get("/hello", params={"m": tags["get"]}).status_code == 200
-            assert client.post("/echo", params={"m": tags["post"]},
-                               content=b"xyz").status_code == 200
-            assert client.get("/status", params={"code": "204", "m": tags["204"]}
-                              ).status_code == 204
-            assert client.get("/no-such-route", params={"m": tags["404"]}
-                              ).status_code == 404
+            assert (
+                client.post("/echo", params={"m": tags["post"]}, content=b"xyz").status_code == 200
+            )
+            assert (
+                client.get("/status", params={"code": "204", "m": tags["204"]}).status_code == 204
+            )
+            assert client.get("/no-such-route", params={"m": tags["404"]}).status_code == 404
         for tag in tags.values():
             assert server.wait_for_output(tag, timeout=5), server.output()
         time.sleep(0.3)
@@ -41,14 +42,16 @@ def test_access_log_default_on():
         marker = uuid.uuid4().hex
         assert httpx.get(server.url + "/index", params={"i": marker}, timeout=10).text == marker
         assert server.wait_for_output(r"GET [^\n]*/index\?i=%s[^\n]*200" % marker, timeout=5), (
-            server.output())
+            server.output()
+        )
 
 
 def test_access_log_500_logged():
     with start_server("tests.apps.basic:app") as server:
         httpx.get(server.url + "/error/before", timeout=10)
         assert server.wait_for_output(r"GET [^\n]*/error/before[^\n]*500", timeout=5), (
-            server.output())
+            server.output()
+        )
 
 
 def test_no_access_log():

@@ -8,7 +8,7 @@ import pytest
 from ferrocorn.accesslog import ATOMS, DEFAULT_ACCESS_LOG_FORMAT, AccessLogFormat, client_text
 from ferrocorn.config import Config, ConfigError
 
-from tests.helpers import run_ferrocorn, start_server
+from tests.support.helpers import run_ferrocorn, start_server
 
 ALL_ATOMS = sorted(ATOMS)
 # Every atom, separated so that a value containing spaces stays one field.
@@ -103,8 +103,10 @@ def test_invalid_formats(fmt, message):
 
 def test_config_compiles_once_and_default_keeps_the_fast_path():
     assert Config("m:app").compiled_access_log_format is None
-    assert Config("m:app", access_log_format=DEFAULT_ACCESS_LOG_FORMAT).compiled_access_log_format \
+    assert (
+        Config("m:app", access_log_format=DEFAULT_ACCESS_LOG_FORMAT).compiled_access_log_format
         is None
+    )
     compiled = Config("m:app", access_log_format="%(status)d").compiled_access_log_format
     assert isinstance(compiled, AccessLogFormat) and compiled.format == "%(status)d"
 
@@ -133,8 +135,11 @@ def test_server_every_atom():
         resp = httpx.post(
             server.url + f"/echo?q={marker}&b=2",
             content=b"0123456789",
-            headers={"User-Agent": "tester/1.0", "Referer": "http://ref.example/",
-                     "X-Request-ID": "req-" + marker},
+            headers={
+                "User-Agent": "tester/1.0",
+                "Referer": "http://ref.example/",
+                "X-Request-ID": "req-" + marker,
+            },
             timeout=10,
         )
         assert resp.status_code == 200
@@ -144,8 +149,10 @@ def test_server_every_atom():
         assert set(fields) == set(ATOMS)
         client_host = fields["client_host"]
         assert client_host == "127.0.0.1"
-        assert re.fullmatch(r"127\.0\.0\.1:\d+", fields["client"]) and fields["client"] != \
-            "127.0.0.1:0"
+        assert (
+            re.fullmatch(r"127\.0\.0\.1:\d+", fields["client"])
+            and fields["client"] != "127.0.0.1:0"
+        )
         assert fields["method"] == "POST"
         assert fields["path"] == "/echo"
         assert fields["query"] == f"q={marker}&b=2"
@@ -178,21 +185,25 @@ def test_server_every_atom():
         assert fields["bytes"] == str(len(resp.content))
 
         # An app error: 500.
-        httpx.get(server.url + "/error/before", headers={"X-Request-ID": "err-" + marker},
-                  timeout=10)
+        httpx.get(
+            server.url + "/error/before", headers={"X-Request-ID": "err-" + marker}, timeout=10
+        )
         line = wait_line(server, "err-" + marker)
         assert "status=500 " in line
 
 
 def test_server_brief_format_and_http10():
-    fmt = ("%(client)s %(method)s %(path)s %(query)s %(status)d %(bytes)d %(duration_ms).1f "
-           "%(user_agent)s %(referer)s %(request_id)s %(http_version)s")
+    fmt = (
+        "%(client)s %(method)s %(path)s %(query)s %(status)d %(bytes)d %(duration_ms).1f "
+        "%(user_agent)s %(referer)s %(request_id)s %(http_version)s"
+    )
     with start_server("tests.apps.basic:app", "--access-log-format", fmt) as server:
         marker = uuid.uuid4().hex
-        from tests.helpers import raw_request
+        from tests.support.helpers import raw_request
 
-        resp = raw_request(server.port, "GET", "/hello?x=" + marker,
-                           [("X-Request-ID", marker)], version="HTTP/1.0")
+        resp = raw_request(
+            server.port, "GET", "/hello?x=" + marker, [("X-Request-ID", marker)], version="HTTP/1.0"
+        )
         assert resp.status == 200
         line = wait_line(server, "x=" + marker)
         assert re.search(
@@ -215,8 +226,12 @@ def test_server_format_from_environment_and_access_log_off():
 
 
 def test_server_default_format_given_explicitly():
-    with start_server("tests.apps.basic:app", "--access-log-format",
-                      DEFAULT_ACCESS_LOG_FORMAT, "--no-proxy-headers") as server:
+    with start_server(
+        "tests.apps.basic:app",
+        "--access-log-format",
+        DEFAULT_ACCESS_LOG_FORMAT,
+        "--no-proxy-headers",
+    ) as server:
         marker = uuid.uuid4().hex
         httpx.get(server.url + "/hello?m=" + marker, timeout=10)
         line = wait_line(server, marker)

@@ -6,17 +6,21 @@ import subprocess
 
 import httpx
 
-from tests.helpers import REPO_ROOT, SERVER_PYTHON, ServerProcess, server_env, start_server
+from tests.support.helpers import REPO_ROOT, SERVER_PYTHON, ServerProcess, server_env, start_server
 
 
 def test_server_serve_in_asyncio_run():
     proc = ServerProcess([SERVER_PYTHON, "-m", "tests.apps.api_embed", "loop"])
     try:
-        m = proc.wait_for_output(r"(BOUND \S+ (\d+)|NO-BOUND-ADDRESSES.*|NOT-STARTED|"
-                                 r"SERVE-ENDED-EARLY.*)", timeout=20)
+        m = proc.wait_for_output(
+            r"(BOUND \S+ (\d+)|NO-BOUND-ADDRESSES.*|NOT-STARTED|"
+            r"SERVE-ENDED-EARLY.*)",
+            timeout=20,
+        )
         assert m, "embedded server did not start:\n" + proc.output()
         assert "NO-BOUND-ADDRESSES" not in m.group(0), (
-            "Server has no usable `bound_addresses` attribute:\n" + proc.output())
+            "Server has no usable `bound_addresses` attribute:\n" + proc.output()
+        )
         assert m.group(0).startswith("BOUND"), proc.output()
         port = int(m.group(2))
         resp = httpx.get("http://127.0.0.1:%d/scope" % port, timeout=10)
@@ -34,8 +38,12 @@ def test_server_serve_in_asyncio_run():
 def test_server_serve_in_a_thread():
     proc = subprocess.run(
         [SERVER_PYTHON, "-m", "tests.apps.api_embed", "thread"],
-        cwd=REPO_ROOT, env=server_env(), stdin=subprocess.DEVNULL,
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=45,
+        cwd=REPO_ROOT,
+        env=server_env(),
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=45,
     )
     out = proc.stdout.decode("utf-8", "replace")
     assert "RESPONSE 200 thread-ok" in out, out
@@ -86,8 +94,14 @@ def test_public_names():
         "assert s.started is False\n"
         "print('VERSION', ferrocorn.__version__)\n"
     )
-    proc = subprocess.run([SERVER_PYTHON, "-c", code], cwd=REPO_ROOT, env=server_env(),
-                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=30)
+    proc = subprocess.run(
+        [SERVER_PYTHON, "-c", code],
+        cwd=REPO_ROOT,
+        env=server_env(),
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=30,
+    )
     out = proc.stdout.decode("utf-8", "replace")
     assert proc.returncode == 0, out
     assert re.search(r"VERSION \d+\.\d+", out), out

@@ -23,7 +23,7 @@ import sys
 
 import pytest
 
-from tests.helpers import start_server
+from tests.support.helpers import start_server
 
 ECHO_APP = "tests.apps.ws_echo:app"
 CORE_SECTIONS = ["1.*", "2.*", "3.*", "4.*", "5.*", "6.*", "7.*", "10.*"]
@@ -48,8 +48,9 @@ def kosoku():
     if path is None:
         if platform.python_implementation() == "PyPy" or sys.version_info < (3, 10):
             pytest.skip("kosoku only installs on CPython >= 3.10")
-        pytest.fail("kosoku not found: set FERROCORN_KOSOKU or "
-                    "pip install -r tests/requirements.txt")
+        pytest.fail(
+            "kosoku not found: set FERROCORN_KOSOKU or pip install -r tests/requirements.txt"
+        )
     return path
 
 
@@ -65,16 +66,17 @@ def run_cases(kosoku, server, patterns, outdir, timeout):
         argv += ["-i", pattern]
     argv.append("127.0.0.1:%d" % server.port)
     # kosoku exits non-zero when any case is not OK (UNIMPLEMENTED counts): judge by the reports.
-    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                          timeout=timeout)
+    proc = subprocess.run(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=timeout)
     output = proc.stdout.decode("utf-8", "replace")
     results = {}
     for path in glob.glob(os.path.join(str(outdir), "*_case_*.json")):
         with open(path) as f:
             case = json.load(f)
         results[case["id"]] = (case["behavior"], case["behaviorClose"])
-    assert results, "kosoku produced no case reports (exit %s):\n%s" % (proc.returncode,
-                                                                          output[-3000:])
+    assert results, "kosoku produced no case reports (exit %s):\n%s" % (
+        proc.returncode,
+        output[-3000:],
+    )
     assert server.proc.poll() is None, "the server died:\n" + server.output()[-3000:]
     return results, output
 
@@ -83,7 +85,10 @@ def summarize(results):
     behavior = collections.Counter(b for b, _ in results.values())
     close = collections.Counter(c for _, c in results.values())
     return "%d cases; behavior %s; behaviorClose %s" % (
-        len(results), dict(sorted(behavior.items())), dict(sorted(close.items())))
+        len(results),
+        dict(sorted(behavior.items())),
+        dict(sorted(close.items())),
+    )
 
 
 def bad_cases(results, allowed):
@@ -120,8 +125,10 @@ def test_autobahn_compression_sections(kosoku, echo_server, tmp_path, capsys, se
 
 
 @pytest.mark.timeout(900)
-@pytest.mark.skipif(os.environ.get("FERROCORN_SLOW") != "1",
-                    reason="section 9 (performance cases) runs with FERROCORN_SLOW=1")
+@pytest.mark.skipif(
+    os.environ.get("FERROCORN_SLOW") != "1",
+    reason="section 9 (performance cases) runs with FERROCORN_SLOW=1",
+)
 def test_autobahn_section_9(kosoku, echo_server, tmp_path, capsys):
     results, output = run_cases(kosoku, echo_server, ["9.*"], tmp_path, timeout=840)
     report(capsys, "section 9", results)

@@ -8,7 +8,7 @@ import tempfile
 import httpx
 import pytest
 
-from tests.helpers import (
+from tests.support.helpers import (
     SERVER_PYTHON,
     RawConnection,
     find_console_script,
@@ -17,10 +17,27 @@ from tests.helpers import (
 )
 
 ALL_FLAGS = [
-    "--host", "--port", "--uds", "--fd", "--backlog", "--loop", "--lifespan", "--root-path",
-    "--log-level", "--access-log", "--no-access-log", "--timeout-graceful-shutdown",
-    "--factory", "--app-dir", "--no-server-header", "--no-date-header", "--header", "--version",
-    "--limit-request-body", "--limit-request-line", "--timeout-request-body",
+    "--host",
+    "--port",
+    "--uds",
+    "--fd",
+    "--backlog",
+    "--loop",
+    "--lifespan",
+    "--root-path",
+    "--log-level",
+    "--access-log",
+    "--no-access-log",
+    "--timeout-graceful-shutdown",
+    "--factory",
+    "--app-dir",
+    "--no-server-header",
+    "--no-date-header",
+    "--header",
+    "--version",
+    "--limit-request-body",
+    "--limit-request-line",
+    "--timeout-request-body",
 ]
 
 
@@ -48,8 +65,9 @@ def assert_one_line_error(proc, *needles):
     out = text(proc)
     assert proc.returncode == 1, out
     assert "Traceback" not in out, out
-    err_lines = [line for line in proc.stderr.decode("utf-8", "replace").splitlines()
-                 if line.strip()]
+    err_lines = [
+        line for line in proc.stderr.decode("utf-8", "replace").splitlines() if line.strip()
+    ]
     matching = [line for line in err_lines if all(n in line for n in needles)]
     assert matching, "no stderr line naming %r:\n%s" % (needles, out)
     assert len(err_lines) <= 3, "expected a short error, got:\n" + out
@@ -136,8 +154,16 @@ def test_env_lifespan_off(server_factory, tmp_path):
 def test_misc_flags_accepted(server_factory):
     server = server_factory(
         "tests.apps.basic:app",
-        "--backlog", "16", "--loop", "asyncio", "--log-level", "info",
-        "--timeout-graceful-shutdown", "5", "--lifespan", "auto",
+        "--backlog",
+        "16",
+        "--loop",
+        "asyncio",
+        "--log-level",
+        "info",
+        "--timeout-graceful-shutdown",
+        "5",
+        "--lifespan",
+        "auto",
     )
     assert httpx.get(server.url + "/hello", timeout=10).text == "hello world"
     assert server.stop() == 0

@@ -6,7 +6,7 @@ import uuid
 import httpx
 import pytest
 
-from tests.helpers import (
+from tests.support.helpers import (
     IncompleteResponse,
     RawConnection,
     assert_healthy,

@@ -24,15 +24,27 @@ import pytest
 
 from tests.apps.common import pattern_chunk
 from tests.frameworks._shared import PLAIN_TEXT, WS_TEXT_MESSAGES, json_doc, sse_text
-from tests.helpers import SERVER_PYTHON, RawConnection, request_bytes, start_server, wait_until
+from tests.support.helpers import (
+    SERVER_PYTHON,
+    RawConnection,
+    request_bytes,
+    start_server,
+    wait_until,
+)
 
 FRAMEWORKS = ["starlette", "fastapi", "django", "quart", "litestar", "falcon"]
 # Frameworks whose app has a /background route (a task that runs after the response).
 BACKGROUND_FRAMEWORKS = ["starlette", "fastapi", "litestar"]
 # Frameworks whose app has the /ws echo route; Django has no WebSockets without Channels.
 WEBSOCKET_FRAMEWORKS = [
-    f if f != "django" else pytest.param(f, marks=pytest.mark.skip(
-        reason="Django has no ASGI WebSocket support without Channels (not a dependency)"))
+    f
+    if f != "django"
+    else pytest.param(
+        f,
+        marks=pytest.mark.skip(
+            reason="Django has no ASGI WebSocket support without Channels (not a dependency)"
+        ),
+    )
     for f in FRAMEWORKS
 ]
 # How each framework's /ws handler learns that the client closed with 1000 (see _shared.py):
@@ -51,10 +63,20 @@ def _server_interpreter_is_pypy():
         if os.path.realpath(SERVER_PYTHON) == os.path.realpath(sys.executable):
             _SERVER_INFO["pypy"] = platform.python_implementation() == "PyPy"
         else:
-            out = subprocess.run(
-                [SERVER_PYTHON, "-c", "import platform; print(platform.python_implementation())"],
-                stdout=subprocess.PIPE, check=True, timeout=60,
-            ).stdout.decode().strip()
+            out = (
+                subprocess.run(
+                    [
+                        SERVER_PYTHON,
+                        "-c",
+                        "import platform; print(platform.python_implementation())",
+                    ],
+                    stdout=subprocess.PIPE,
+                    check=True,
+                    timeout=60,
+                )
+                .stdout.decode()
+                .strip()
+            )
             _SERVER_INFO["pypy"] = out == "PyPy"
     return _SERVER_INFO["pypy"]
 
@@ -69,16 +91,24 @@ def require_framework(name):
         try:
             importlib.import_module(name)
         except ImportError as exc:
-            pytest.fail("framework %r is not installed on CPython (%s): "
-                        "pip install -r tests/requirements-frameworks.txt" % (name, exc))
+            pytest.fail(
+                "framework %r is not installed on CPython (%s): "
+                "pip install -r tests/requirements-frameworks.txt" % (name, exc)
+            )
         return
-    proc = subprocess.run([SERVER_PYTHON, "-c", "import " + name], stdout=subprocess.PIPE,
-                          stderr=subprocess.STDOUT, timeout=120)
+    proc = subprocess.run(
+        [SERVER_PYTHON, "-c", "import " + name],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=120,
+    )
     if proc.returncode != 0:
         if _server_interpreter_is_pypy():
             pytest.skip("%s does not import on the PyPy server interpreter" % name)
-        pytest.fail("framework %r is not installed for %s: %s"
-                    % (name, SERVER_PYTHON, proc.stdout.decode()[-500:]))
+        pytest.fail(
+            "framework %r is not installed for %s: %s"
+            % (name, SERVER_PYTHON, proc.stdout.decode()[-500:])
+        )
 
 
 def pattern_bytes(size):
@@ -94,7 +124,10 @@ def pattern_bytes(size):
 def start_framework_server(fw, marker_dir):
     token = uuid.uuid4().hex
     server = start_server(
-        "tests.frameworks.%s_app:app" % fw, "--lifespan", "on", "--no-access-log",
+        "tests.frameworks.%s_app:app" % fw,
+        "--lifespan",
+        "on",
+        "--no-access-log",
         env={"FW_MARKER_DIR": str(marker_dir), "FW_STARTUP_TOKEN": token},
         timeout=60,
     )
@@ -155,23 +188,28 @@ def test_json(server, client):
     assert r.json() == json_doc(server.fw)
 
 
-@pytest.mark.parametrize("size,chunked", [
-    (100 * 1000, False),
-    (10 * 1024 * 1024, False),
-    (10 * 1024 * 1024, True),
-], ids=["100kB", "10MB", "10MB-chunked"])
+@pytest.mark.parametrize(
+    "size,chunked",
+    [
+        (100 * 1000, False),
+        (10 * 1024 * 1024, False),
+        (10 * 1024 * 1024, True),
+    ],
+    ids=["100kB", "10MB", "10MB-chunked"],
+)
 def test_post_echo_intact(server, client, size, chunked):
     body = pattern_bytes(size)
     digest = hashlib.sha256(body).hexdigest()
     if chunked:
+
         def gen():
             for pos in range(0, size, 300 * 1000):  # odd-sized pieces
-                yield body[pos:pos + 300 * 1000]
+                yield body[pos : pos + 300 * 1000]
+
         content = gen()
     else:
         content = body
-    r = client.post("/echo", content=content,
-                    headers={"content-type": "application/octet-stream"})
+    r = client.post("/echo", content=content, headers={"content-type": "application/octet-stream"})
     assert r.status_code == 200, r.text[:500]
     assert r.headers.get("x-echo-sha256") == digest, "the app received a different body"
     assert len(r.content) == size
@@ -267,7 +305,7 @@ def test_client_disconnect_during_stream_reaches_handler(server, rst):
         head = conn.read_head()
         assert head is not None and head[1] == 200, head
         while len(conn.buf) < 1000:  # some of the stream has arrived
-            assert conn._fill(), "the stream ended early"
+            assert conn.fill(), "the stream ended early"
     finally:
         if rst:
             conn.sock.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\0\0\0\0\0\0\0")
@@ -280,8 +318,9 @@ def test_client_disconnect_during_stream_reaches_handler(server, rst):
         return read_marker(server, "disconnect-" + rid)
 
     note = wait_until(recorded, timeout=20, interval=0.1)
-    assert note, ("the %s handler was neither cancelled nor told about the disconnect within "
-                  "20 s" % server.fw)
+    assert note, (
+        "the %s handler was neither cancelled nor told about the disconnect within 20 s" % server.fw
+    )
     assert "completed" not in note, note
     print("%s noticed the disconnect as: %s" % (server.fw, note.strip().replace("\n", ", ")))
     assert_serving(server)
@@ -333,6 +372,8 @@ def test_websocket_echo(server):
     assert close_code == 1000
     expected = WS_CLOSE_NOTES.get(server.fw, "closed:1000\n")
     note = wait_until(lambda: read_marker(server, "ws-" + rid), timeout=20, interval=0.1)
-    assert note == expected, ("the %s handler did not see the client's close 1000 as expected "
-                              "(marker %r)\n%s" % (server.fw, note, server.output()[-3000:]))
+    assert note == expected, (
+        "the %s handler did not see the client's close 1000 as expected "
+        "(marker %r)\n%s" % (server.fw, note, server.output()[-3000:])
+    )
     assert_serving(server)

@@ -22,7 +22,7 @@ hypothesis = pytest.importorskip("hypothesis")
 from hypothesis import HealthCheck, given, settings  # noqa: E402
 from hypothesis import strategies as st  # noqa: E402
 
-from tests.helpers import IncompleteResponse, RawConnection, request_bytes, start_server  # noqa: E402,E501
+from tests.support.helpers import IncompleteResponse, RawConnection, request_bytes, start_server  # noqa: E402,E501
 
 LIVENESS_TIMEOUT = 10.0  # a bound on hanging, not a performance assertion
 SEND_EXAMPLES = 300
@@ -33,8 +33,9 @@ RECEIVE_EXAMPLES = 100
 def server():
     # Body pre-reading off: the app is called as soon as the head arrives, so the receive
     # property always sees the client's behaviour through receive().
-    with start_server("tests.apps.fuzz_app:app", "--no-access-log",
-                      "--body-preread-limit", "0") as s:
+    with start_server(
+        "tests.apps.fuzz_app:app", "--no-access-log", "--body-preread-limit", "0"
+    ) as s:
         yield s
         assert s.proc.poll() is None, "server died:\n" + s.output()[-3000:]
         out = s.output()
@@ -74,31 +75,60 @@ def b(data):
 
 garbage = st.recursive(
     st.one_of(
-        st.none(), st.booleans(), st.integers(-(2 ** 80), 2 ** 80).map(lambda i: {"i": i}),
+        st.none(),
+        st.booleans(),
+        st.integers(-(2**80), 2**80).map(lambda i: {"i": i}),
         st.floats(allow_nan=False, allow_infinity=False).map(lambda f: {"f": f}),
-        st.text(max_size=20).map(lambda s: {"s": s}), st.binary(max_size=20).map(b),
+        st.text(max_size=20).map(lambda s: {"s": s}),
+        st.binary(max_size=20).map(b),
     ),
     lambda children: st.one_of(
         st.lists(children, max_size=4).map(lambda v: {"l": v}),
         st.lists(children, max_size=4).map(lambda v: {"t": v}),
-        st.lists(st.tuples(st.text(max_size=8).map(lambda s: {"s": s}), children),
-                 max_size=4).map(lambda v: {"d": [list(p) for p in v]}),
+        st.lists(st.tuples(st.text(max_size=8).map(lambda s: {"s": s}), children), max_size=4).map(
+            lambda v: {"d": [list(p) for p in v]}
+        ),
     ),
     max_leaves=8,
 )
 
 header_token = st.one_of(
-    st.sampled_from([b"content-type", b"x-a", b"content-length", b"transfer-encoding",
-                     b"connection", b"X-Upper", b"bad name", b"x\r\ny", b"", b"set-cookie"]),
+    st.sampled_from(
+        [
+            b"content-type",
+            b"x-a",
+            b"content-length",
+            b"transfer-encoding",
+            b"connection",
+            b"X-Upper",
+            b"bad name",
+            b"x\r\ny",
+            b"",
+            b"set-cookie",
+        ]
+    ),
     st.binary(max_size=16),
 )
 header_value = st.one_of(
-    st.sampled_from([b"text/plain", b"0", b"5", b"-1", b"99999999999999999999", b"chunked",
-                     b"close", b"a\r\nX-Injected: 1", b"\x00", b""]),
+    st.sampled_from(
+        [
+            b"text/plain",
+            b"0",
+            b"5",
+            b"-1",
+            b"99999999999999999999",
+            b"chunked",
+            b"close",
+            b"a\r\nX-Injected: 1",
+            b"\x00",
+            b"",
+        ]
+    ),
     st.binary(max_size=16),
 )
-header_part = st.one_of(header_token.map(b), header_value.map(b),
-                        st.text(max_size=10).map(lambda s: {"s": s}), garbage)
+header_part = st.one_of(
+    header_token.map(b), header_value.map(b), st.text(max_size=10).map(lambda s: {"s": s}), garbage
+)
 header = st.one_of(
     st.tuples(header_token.map(b), header_value.map(b)).map(lambda p: {"t": list(p)}),
     st.lists(header_part, min_size=0, max_size=3).map(lambda v: {"l": v}),
@@ -107,22 +137,41 @@ header = st.one_of(
 )
 headers = st.one_of(st.lists(header, max_size=5).map(lambda v: {"l": v}), garbage)
 status = st.one_of(
-    st.sampled_from([200, 204, 304, 404, 500, 100, 101, 199, 599, 600, 0, -1, 2 ** 31, 2 ** 63,
-                     2 ** 64 + 200]).map(lambda i: {"i": i}),
-    st.integers(-(2 ** 70), 2 ** 70).map(lambda i: {"i": i}),
+    st.sampled_from(
+        [200, 204, 304, 404, 500, 100, 101, 199, 599, 600, 0, -1, 2**31, 2**63, 2**64 + 200]
+    ).map(lambda i: {"i": i}),
+    st.integers(-(2**70), 2**70).map(lambda i: {"i": i}),
     garbage,
 )
-body = st.one_of(st.binary(max_size=64).map(b), st.text(max_size=16).map(lambda s: {"s": s}),
-                 garbage)
+body = st.one_of(
+    st.binary(max_size=64).map(b), st.text(max_size=16).map(lambda s: {"s": s}), garbage
+)
 msg_type = st.one_of(
-    st.sampled_from(["http.response.start", "http.response.body", "http.response.trailers",
-                     "http.response.push", "http.response.pathsend", "http.response.zerocopy",
-                     "websocket.send", "websocket.accept", "http.disconnect", "lifespan.startup",
-                     "", "HTTP.RESPONSE.START"]).map(lambda s: {"s": s}),
+    st.sampled_from(
+        [
+            "http.response.start",
+            "http.response.body",
+            "http.response.trailers",
+            "http.response.push",
+            "http.response.pathsend",
+            "http.response.zerocopy",
+            "websocket.send",
+            "websocket.accept",
+            "http.disconnect",
+            "lifespan.startup",
+            "",
+            "HTTP.RESPONSE.START",
+        ]
+    ).map(lambda s: {"s": s}),
     garbage,
 )
-KEYS = {"status": status, "headers": headers, "body": body, "more_body": garbage,
-        "trailers": garbage}
+KEYS = {
+    "status": status,
+    "headers": headers,
+    "body": body,
+    "more_body": garbage,
+    "trailers": garbage,
+}
 
 
 @st.composite
@@ -131,8 +180,11 @@ def message(draw):
     if kind == "garbage":
         return draw(garbage)
     if kind == "start":
-        fields = {"type": {"s": "http.response.start"}, "status": draw(status),
-                  "headers": draw(headers)}
+        fields = {
+            "type": {"s": "http.response.start"},
+            "status": draw(status),
+            "headers": draw(headers),
+        }
         if draw(st.booleans()):
             fields["trailers"] = draw(st.sampled_from([True, False, None]))
     elif kind == "body":
@@ -143,8 +195,7 @@ def message(draw):
         fields = {"type": draw(msg_type)}
         for key in draw(st.lists(st.sampled_from(sorted(KEYS)), max_size=3, unique=True)):
             fields[key] = draw(KEYS[key])
-    for key in draw(st.lists(st.sampled_from(sorted(fields) + ["extra"]), max_size=2,
-                             unique=True)):
+    for key in draw(st.lists(st.sampled_from(sorted(fields) + ["extra"]), max_size=2, unique=True)):
         if key == "extra":
             fields[draw(st.text(max_size=6))] = draw(garbage)
         elif draw(st.booleans()):
@@ -154,24 +205,36 @@ def message(draw):
     return {"d": [[{"s": k}, v] for k, v in fields.items()]}
 
 
-GOOD_START = {"d": [[{"s": "type"}, {"s": "http.response.start"}], [{"s": "status"}, {"i": 200}],
-                    [{"s": "headers"}, {"l": []}]]}
+GOOD_START = {
+    "d": [
+        [{"s": "type"}, {"s": "http.response.start"}],
+        [{"s": "status"}, {"i": 200}],
+        [{"s": "headers"}, {"l": []}],
+    ]
+}
 GOOD_BODY = {"d": [[{"s": "type"}, {"s": "http.response.body"}], [{"s": "body"}, b(b"x")]]}
 
 messages = st.lists(
-    st.one_of(message(), st.just(GOOD_START), st.just(GOOD_BODY)), min_size=0, max_size=6)
+    st.one_of(message(), st.just(GOOD_START), st.just(GOOD_BODY)), min_size=0, max_size=6
+)
 
 
-@settings(deadline=None, max_examples=SEND_EXAMPLES, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large,
-                                 HealthCheck.function_scoped_fixture])
+@settings(
+    deadline=None,
+    max_examples=SEND_EXAMPLES,
+    derandomize=True,
+    suppress_health_check=[
+        HealthCheck.too_slow,
+        HealthCheck.data_too_large,
+        HealthCheck.function_scoped_fixture,
+    ],
+)
 @given(msgs=messages)
 def test_send_any_messages(server, msgs):
     rid = uuid.uuid4().hex
     payload = json.dumps({"messages": msgs}).encode()
     with RawConnection(server.port, timeout=LIVENESS_TIMEOUT) as conn:
-        conn.send(request_bytes("POST", "/send?id=" + rid, [("Connection", "close")],
-                                body=payload))
+        conn.send(request_bytes("POST", "/send?id=" + rid, [("Connection", "close")], body=payload))
         try:
             resp = conn.read_response()
             if resp is not None:
@@ -179,8 +242,9 @@ def test_send_any_messages(server, msgs):
         except IncompleteResponse:
             pass  # a response cut short by a close: allowed (the app may stop mid-body)
         except socket.timeout:
-            raise AssertionError("no response nor close within %.0fs for %r"
-                                 % (LIVENESS_TIMEOUT, msgs)) from None
+            raise AssertionError(
+                "no response nor close within %.0fs for %r" % (LIVENESS_TIMEOUT, msgs)
+            ) from None
     data = report(server, rid)
     assert data is not None, "the app never finished for %r" % (msgs,)
     results = data["results"]
@@ -199,21 +263,32 @@ actions = st.lists(
         st.tuples(st.just("pause"), st.sampled_from([0.0, 0.01, 0.05])),
         st.tuples(st.just("close"), st.just(0)),
     ),
-    min_size=0, max_size=6,
+    min_size=0,
+    max_size=6,
 )
 
 
-@settings(deadline=None, max_examples=RECEIVE_EXAMPLES, derandomize=True,
-          suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
+@settings(
+    deadline=None,
+    max_examples=RECEIVE_EXAMPLES,
+    derandomize=True,
+    suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture],
+)
 @given(steps=actions, chunked=st.booleans(), declared=st.integers(0, 200000))
 def test_receive_any_client_behaviour(server, steps, chunked, declared):
     rid = uuid.uuid4().hex
     if chunked:
-        head = request_bytes("POST", "/receive?id=" + rid,
-                             [("Transfer-Encoding", "chunked"), ("Connection", "close")])
+        head = request_bytes(
+            "POST",
+            "/receive?id=" + rid,
+            [("Transfer-Encoding", "chunked"), ("Connection", "close")],
+        )
     else:
-        head = request_bytes("POST", "/receive?id=" + rid,
-                             [("Content-Length", str(declared)), ("Connection", "close")])
+        head = request_bytes(
+            "POST",
+            "/receive?id=" + rid,
+            [("Content-Length", str(declared)), ("Connection", "close")],
+        )
     conn = RawConnection(server.port, timeout=LIVENESS_TIMEOUT)
     sent = 0
     closed = False
@@ -270,6 +345,8 @@ def test_receive_any_client_behaviour(server, steps, chunked, declared):
         assert sum(m["len"] for m in msgs) == sent, data
     else:
         assert last["type"] == "http.disconnect" or (
-            last["type"] == "http.request" and not last["more_body"]
-            and sum(m["len"] for m in msgs) == sent), data
+            last["type"] == "http.request"
+            and not last["more_body"]
+            and sum(m["len"] for m in msgs) == sent
+        ), data
     assert_alive(server)

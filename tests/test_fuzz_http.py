@@ -18,7 +18,7 @@ import socket
 
 import pytest
 
-from tests.helpers import RawConnection, start_server
+from tests.support.helpers import RawConnection, start_server
 
 LIVENESS_TIMEOUT = 10.0
 SEEDS = list(range(1, 13))  # 12 seeds x 25 cases = 300 mutated exchanges
@@ -45,7 +45,10 @@ BASE = [
     b"GET /hello HTTP/1.1\r\n" + H + b"\r\n",
     b"POST /echo HTTP/1.1\r\n" + H + b"Transfer-Encoding: chunked\r\n\r\n1\r\na\r\n0\r\n\r\n"
     b"POST /echo HTTP/1.1\r\n" + H + b"Content-Length: 2\r\n\r\nok",
-    b"GET /hello HTTP/1.1\r\n" + H + b"\r\nGET /hello HTTP/1.1\r\n" + H
+    b"GET /hello HTTP/1.1\r\n"
+    + H
+    + b"\r\nGET /hello HTTP/1.1\r\n"
+    + H
     + b"Connection: close\r\n\r\n",
     b"OPTIONS * HTTP/1.1\r\n" + H + b"\r\n",
     b"GET http://test/hello HTTP/1.1\r\n" + H + b"\r\n",
@@ -83,10 +86,19 @@ def mutate(rng, data):
             idx = [i for i, c in enumerate(data) if c in (13, 10)]
             if idx:
                 i = rng.choice(idx)
-                data = data[:i] + data[i + 1:]
+                data = data[:i] + data[i + 1 :]
         elif op == 5:  # huge lengths
-            huge = rng.choice([b"99999999999999999999999", b"18446744073709551616",
-                               b"4294967296", b"-1", b"0x10", b"1e3", b"fffffffffffffffff"])
+            huge = rng.choice(
+                [
+                    b"99999999999999999999999",
+                    b"18446744073709551616",
+                    b"4294967296",
+                    b"-1",
+                    b"0x10",
+                    b"1e3",
+                    b"fffffffffffffffff",
+                ]
+            )
             if b"Content-Length: " in data:
                 start = data.index(b"Content-Length: ") + 16
                 end = data.find(b"\r\n", start)
@@ -99,14 +111,16 @@ def mutate(rng, data):
                 data = data.replace(b"\r\n\r\n", b"\r\nContent-Length: " + huge + b"\r\n\r\n", 1)
         elif op == 6:  # random bytes
             i = rng.randrange(len(data) + 1)
-            data = data[:i] + bytes(rng.randrange(256) for _ in range(rng.randint(1, 16))) \
-                + data[i:]
+            data = (
+                data[:i] + bytes(rng.randrange(256) for _ in range(rng.randint(1, 16))) + data[i:]
+            )
         elif op == 7:  # a very long header line
-            data = data.replace(b"\r\n", b"\r\nX-Long: " + b"a" * rng.choice([100, 9000, 70000])
-                                + b"\r\n", 1)
+            data = data.replace(
+                b"\r\n", b"\r\nX-Long: " + b"a" * rng.choice([100, 9000, 70000]) + b"\r\n", 1
+            )
         else:  # splice two requests
             other = rng.choice(BASE)
-            data = data[: rng.randrange(len(data) + 1)] + other[rng.randrange(len(other) + 1):]
+            data = data[: rng.randrange(len(data) + 1)] + other[rng.randrange(len(other) + 1) :]
     return data
 
 
@@ -143,9 +157,10 @@ def exchange(port, data, idle=0.2):
                 try:
                     piece = conn.sock.recv(65536)
                 except socket.timeout:
-                    raise AssertionError("connection not closed within %.0fs after the client's "
-                                         "EOF for %r (got %r)" % (LIVENESS_TIMEOUT, data[:300],
-                                                                  bytes(out[:300]))) from None
+                    raise AssertionError(
+                        "connection not closed within %.0fs after the client's "
+                        "EOF for %r (got %r)" % (LIVENESS_TIMEOUT, data[:300], bytes(out[:300]))
+                    ) from None
                 except OSError:
                     break
                 if not piece:
@@ -153,8 +168,7 @@ def exchange(port, data, idle=0.2):
                 out += piece
     if not out:
         return "close"
-    assert STATUS_RE.match(out), "not an HTTP response for %r: %r" % (data[:300],
-                                                                        bytes(out[:300]))
+    assert STATUS_RE.match(out), "not an HTTP response for %r: %r" % (data[:300], bytes(out[:300]))
     statuses = [int(m.group(1)) for m in STATUS_RE.finditer(out)]
     final = [st for st in statuses if st >= 200]  # skip 100 Continue
     return final[0] if final else statuses[0]
@@ -166,8 +180,7 @@ def bucket(status):
 
 @pytest.fixture(scope="module")
 def server():
-    with start_server("tests.apps.basic:app", "--no-access-log", "--timeout-keep-alive",
-                      "2") as s:
+    with start_server("tests.apps.basic:app", "--no-access-log", "--timeout-keep-alive", "2") as s:
         yield s
 
 
@@ -195,7 +208,9 @@ def test_mutated_requests(server, seed):
         data = mutate(rng, rng.choice(BASE))
         counts[bucket(exchange(server.port, data))] += 1
         assert server.proc.poll() is None, "server died after %r:\n%s" % (
-            data[:300], server.output()[-3000:])
+            data[:300],
+            server.output()[-3000:],
+        )
     assert_healthy(server)
     print("\nseed %d: %d cases, outcomes %s" % (seed, CASES_PER_SEED, dict(sorted(counts.items()))))
     out = server.output()

@@ -3,9 +3,9 @@
 
 Groups follow h2spec's: "generic" (things that must work), then RFC 9113 by section, then
 HPACK. Every case names its RFC section and asserts the exact reaction; what counts as a
-connection error or a stream error is spelled out in tests/h2frames.py (a GOAWAY with the code
-then the close, or a bare close, since GOAWAY is a SHOULD; a stream error may also be raised
-as a connection error with the same code, RFC 9113 §5.4.1).
+connection error or a stream error is spelled out in tests/support/h2frames.py (a GOAWAY
+with the code then the close, or a bare close, since GOAWAY is a SHOULD; a stream error may
+also be raised as a connection error with the same code, RFC 9113 §5.4.1).
 
 Known deviations from a MUST are ``xfail(strict=True, raises=<the one failure seen>)``: mostly
 hyper's HTTP/2 layer (the ``h2`` crate) reacting with another error code
@@ -20,7 +20,7 @@ import struct
 import pytest
 from hyperframe.frame import DataFrame, HeadersFrame, PingFrame, SettingsFrame
 
-from tests.h2frames import (
+from tests.support.h2frames import (
     EOS,
     IDX_AUTHORITY,
     IDX_METHOD_GET,
@@ -58,7 +58,7 @@ from tests.h2frames import (
     settings,
     window_update,
 )
-from tests.helpers import start_server
+from tests.support.helpers import start_server
 
 APP = "tests.apps.basic:app"
 
@@ -1148,6 +1148,7 @@ MALFORMED = {
     "connect-with-path": _fields(method="CONNECT"),
     "connect-without-authority": _fields(method="CONNECT", scheme=None, path=None, auth=False),
 }
+
 
 @pytest.mark.parametrize("name", sorted(MALFORMED))
 def test_8_malformed_request(conn, name):

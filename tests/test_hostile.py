@@ -13,9 +13,9 @@ import uuid
 
 import pytest
 
-from tests import hostile
 from tests.apps.common import pattern_sha256
-from tests.helpers import (
+from tests.support import hostile
+from tests.support.helpers import (
     IncompleteResponse,
     RawConnection,
     request_bytes,
@@ -60,8 +60,9 @@ def wait_report(server, rid, predicate, timeout=15.0):
 
 
 def _partial_upload_cl(rid):
-    head = request_bytes("POST", "/upload_watch?id=" + rid,
-                         [("Content-Length", str(5 * 1024 * 1024))])
+    head = request_bytes(
+        "POST", "/upload_watch?id=" + rid, [("Content-Length", str(5 * 1024 * 1024))]
+    )
     return head + b"u" * (300 * 1024)
 
 
@@ -77,16 +78,22 @@ DISCONNECT_STAGES = {
     "request-line-only": (lambda rid: b"GET /hello HTTP/1.1\r\n", False),
     "mid-headers": (lambda rid: b"GET /hello HTTP/1.1\r\nHost: x\r\nX-Long: abcdef", False),
     "head-complete-body-missing": (
-        lambda rid: request_bytes("POST", "/echo", [("Content-Length", "1000")]), False),
+        lambda rid: request_bytes("POST", "/echo", [("Content-Length", "1000")]),
+        False,
+    ),
     "mid-upload-cl-preread": (
         lambda rid: request_bytes("POST", "/echo", [("Content-Length", "50000")]) + b"p" * 9000,
-        False),
+        False,
+    ),
     "mid-upload-cl-streamed": (_partial_upload_cl, True),
     "mid-upload-chunked": (_partial_upload_chunked, True),
     "mid-chunk-size-line": (
-        lambda rid: request_bytes("POST", "/upload_watch?id=" + rid,
-                                  [("Transfer-Encoding", "chunked")]) + b"5\r\nhello\r\n1f",
-        True),
+        lambda rid: (
+            request_bytes("POST", "/upload_watch?id=" + rid, [("Transfer-Encoding", "chunked")])
+            + b"5\r\nhello\r\n1f"
+        ),
+        True,
+    ),
 }
 
 
@@ -133,8 +140,11 @@ def test_disconnect_mid_response_backpressured(server, watch, rst):
 
 
 @pytest.mark.parametrize("rst", [False, True], ids=["fin", "rst"])
-@pytest.mark.parametrize("extra", [b"", b"GET /hel", b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n"],
-                         ids=["nothing", "partial-next", "unread-next"])
+@pytest.mark.parametrize(
+    "extra",
+    [b"", b"GET /hel", b"GET /hello HTTP/1.1\r\nHost: x\r\n\r\n"],
+    ids=["nothing", "partial-next", "unread-next"],
+)
 def test_disconnect_after_response(server, watch, extra, rst):
     with RawConnection(server.port, timeout=10) as conn:
         conn.send(request_bytes("GET", "/hello") + extra)
@@ -147,8 +157,12 @@ def test_disconnect_after_response(server, watch, extra, rst):
 
 def test_many_resets_in_a_row(server, watch):
     """50 connections reset at assorted stages, back to back."""
-    payloads = [b"", b"GET /hello HTTP/1.1\r\n", request_bytes("GET", "/hello"),
-                request_bytes("POST", "/echo", [("Content-Length", "100000")]) + b"x" * 70000]
+    payloads = [
+        b"",
+        b"GET /hello HTTP/1.1\r\n",
+        request_bytes("GET", "/hello"),
+        request_bytes("POST", "/echo", [("Content-Length", "100000")]) + b"x" * 70000,
+    ]
     for i in range(50):
         hostile.send_then_vanish(server.port, payloads[i % len(payloads)], rst=True, linger=0)
     watch.assert_recovered()
@@ -201,8 +215,7 @@ def test_half_closed_get_complete_or_clean_close(server, watch):
 def test_half_closed_post_complete_or_clean_close(server, watch, size):
     body = bytes(range(256)) * (size // 256)
     for _ in range(HALF_CLOSE_TRIES):
-        raw = hostile.half_closed_exchange(server.port,
-                                           request_bytes("POST", "/echo", body=body))
+        raw = hostile.half_closed_exchange(server.port, request_bytes("POST", "/echo", body=body))
         resps = _parse_all(raw)
         assert len(resps) <= 1, raw[:500]
         if resps:
@@ -215,7 +228,8 @@ def test_half_closed_large_response_never_truncated_silently(server, watch):
     size = 4 * 1024 * 1024
     for _ in range(HALF_CLOSE_TRIES):
         raw = hostile.half_closed_exchange(
-            server.port, request_bytes("GET", "/stream?size=%d" % size), timeout=30)
+            server.port, request_bytes("GET", "/stream?size=%d" % size), timeout=30
+        )
         resps = _parse_all(raw)
         assert len(resps) <= 1, raw[:300]
         if resps and resps[0].complete:

@@ -5,7 +5,7 @@ import socket
 
 import pytest
 
-from tests.helpers import (
+from tests.support.helpers import (
     IncompleteResponse,
     RawConnection,
     assert_healthy,
@@ -79,8 +79,9 @@ def test_http10_keep_alive_when_asked(server):
     with RawConnection(server.port) as conn:
         for i in range(2):
             conn.send(
-                request_bytes("GET", "/index?i=k%d" % i, [("Connection", "keep-alive")],
-                              version="HTTP/1.0")
+                request_bytes(
+                    "GET", "/index?i=k%d" % i, [("Connection", "keep-alive")], version="HTTP/1.0"
+                )
             )
             resp = conn.read_response()
             assert resp is not None, "connection closed despite Connection: keep-alive"
@@ -165,8 +166,7 @@ def test_malformed_header_line(server):
 
 def test_conflicting_content_length(server):
     payload = (
-        b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n"
-        b"hello!"
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\nhello!"
     )
     expect_400_and_close(server.port, payload)
     assert_healthy(server.port)
@@ -178,14 +178,18 @@ def test_invalid_content_length_value(server):
     assert_healthy(server.port)
 
 
-@pytest.mark.parametrize("host_lines", [
-    b"",  # HTTP/1.1 without Host
-    b"Host: a\r\nHost: a\r\n",  # repeated, even with equal values
-    b"Host: a b\r\n",
-    b"Host: user@example.com\r\n",
-    b"Host: example.com:80x\r\n",
-    b"Host: [::1\r\n",
-], ids=["missing", "repeated", "space", "userinfo", "bad-port", "open-bracket"])
+@pytest.mark.parametrize(
+    "host_lines",
+    [
+        b"",  # HTTP/1.1 without Host
+        b"Host: a\r\nHost: a\r\n",  # repeated, even with equal values
+        b"Host: a b\r\n",
+        b"Host: user@example.com\r\n",
+        b"Host: example.com:80x\r\n",
+        b"Host: [::1\r\n",
+    ],
+    ids=["missing", "repeated", "space", "userinfo", "bad-port", "open-bracket"],
+)
 def test_host_must_be_one_valid_field(server, host_lines):
     """RFC 9112 §3.2: a server MUST answer 400 to an HTTP/1.1 request without Host, and to
     any request with more than one Host line or an invalid Host value. The app never sees it."""
@@ -276,8 +280,7 @@ def test_transfer_encoding_then_content_length_not_smuggled(server):
     # By Content-Length the body is "3\r\nabc" ... by chunked it ends at "0\r\n\r\n".
     body = b"3\r\nabc\r\n0\r\n\r\n" + smuggled
     payload = (
-        b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n"
-        b"Content-Length: 6\r\n\r\n"
+        b"POST /echo HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\nContent-Length: 6\r\n\r\n"
     ) + body
     with RawConnection(server.port, timeout=5) as conn:
         conn.send(payload)
@@ -302,9 +305,7 @@ def test_transfer_encoding_then_content_length_not_smuggled(server):
 
 
 def test_oversized_headers_431(server):
-    payload = (
-        b"GET /hello HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (100 * 1024) + b"\r\n\r\n"
-    )
+    payload = b"GET /hello HTTP/1.1\r\nHost: x\r\nX-Big: " + b"a" * (100 * 1024) + b"\r\n\r\n"
     with RawConnection(server.port) as conn:
         try:
             conn.send(payload)
@@ -362,8 +363,9 @@ def test_slow_requests_run_concurrently(server):
     lock = threading.Lock()
 
     def worker(i):
-        resp = httpx.get(server.url + "/slow", params={"s": "1", "tag": "%s-%d" % (tag, i)},
-                         timeout=30)
+        resp = httpx.get(
+            server.url + "/slow", params={"s": "1", "tag": "%s-%d" % (tag, i)}, timeout=30
+        )
         with lock:
             if not first_done:
                 first_done.append(server.output()[start:])
@@ -377,4 +379,5 @@ def test_slow_requests_run_concurrently(server):
     assert statuses == [200] * 10, statuses
     started = [i for i in range(10) if "SLOW-START %s-%d\n" % (tag, i) in first_done[0]]
     assert len(started) == 10, "only %d of 10 requests started before the first finished" % (
-        len(started))
+        len(started)
+    )

@@ -15,9 +15,9 @@ import httpx
 import pytest
 
 from tests.apps.common import iter_pattern, pattern_sha256
-from tests.h2client import H2Client, tls_context
-from tests.helpers import RawConnection, request_bytes, wait_until
-from tests.tls_certs import certs
+from tests.support.h2client import H2Client, tls_context
+from tests.support.helpers import RawConnection, request_bytes, wait_until
+from tests.support.tls_certs import certs
 
 APP = "tests.apps.basic:app"
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
@@ -99,8 +99,15 @@ def test_http2_mode_cleartext(server_factory):
 
 def test_settings_are_advertised(server_factory):
     server = server_factory(
-        APP, "--http2-max-concurrent-streams", "7", "--http2-initial-stream-window-size", "100000",
-        "--http2-max-frame-size", "32768", "--http2-max-header-list-size", "20000",
+        APP,
+        "--http2-max-concurrent-streams",
+        "7",
+        "--http2-initial-stream-window-size",
+        "100000",
+        "--http2-max-frame-size",
+        "32768",
+        "--http2-max-header-list-size",
+        "20000",
     )
     with H2Client(server.port) as client:
         client.get("/hello")
@@ -223,8 +230,11 @@ def test_large_upload_and_download(server_factory, tls):
 def test_small_windows(server_factory):
     """Minimum windows: the server must keep granting WINDOW_UPDATEs as the app reads."""
     server = server_factory(
-        APP, "--http2-initial-stream-window-size", "65535",
-        "--http2-initial-connection-window-size", "65535",
+        APP,
+        "--http2-initial-stream-window-size",
+        "65535",
+        "--http2-initial-connection-window-size",
+        "65535",
     )
     size = 4 * 1024 * 1024
     body = b"".join(iter_pattern(size))
@@ -267,12 +277,17 @@ def test_h2load_h2c(server_factory):
     server = server_factory(APP, "--no-access-log")
     proc = subprocess.run(
         ["h2load", "-n", "2000", "-c", "10", "-m", "10", f"{server.url}/hello"],
-        stdout=subprocess.PIPE, stderr=subprocess.STDOUT, timeout=120,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        timeout=120,
         env=dict(os.environ, LC_ALL="C"),
     )
     out = proc.stdout.decode()
-    match = re.search(r"requests: (\d+) total, \d+ started, (\d+) done, (\d+) succeeded, "
-                      r"(\d+) failed, (\d+) errored", out)
+    match = re.search(
+        r"requests: (\d+) total, \d+ started, (\d+) done, (\d+) succeeded, "
+        r"(\d+) failed, (\d+) errored",
+        out,
+    )
     assert match, out
     total, done, succeeded, failed, errored = map(int, match.groups())
     assert (total, done, succeeded, failed, errored) == (2000, 2000, 2000, 0, 0), out

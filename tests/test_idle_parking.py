@@ -11,8 +11,8 @@ import time
 
 import pytest
 
-from tests.helpers import RawConnection, request_bytes, start_server
-from tests.wsraw import RawWebSocket
+from tests.support.helpers import RawConnection, request_bytes, start_server
+from tests.support.wsraw import RawWebSocket
 
 # Parking happens between 1 and 2 s after a connection went idle (PARK_AFTER plus at most one
 # more look of the connection's timer).
@@ -25,9 +25,12 @@ HEADER = 1.5
 def server(request):
     with start_server(
         "tests.apps.basic:app",
-        "--http", request.param,
-        "--timeout-keep-alive", str(KEEP_ALIVE),
-        "--header-read-timeout", str(HEADER),
+        "--http",
+        request.param,
+        "--timeout-keep-alive",
+        str(KEEP_ALIVE),
+        "--header-read-timeout",
+        str(HEADER),
     ) as s:
         yield s
 

@@ -17,9 +17,9 @@ import time
 
 import pytest
 
-from tests import hostile
 from tests.apps.common import iter_pattern, pattern_sha256
-from tests.helpers import RawConnection, request_bytes, start_server, wait_until
+from tests.support import hostile
+from tests.support.helpers import RawConnection, request_bytes, start_server, wait_until
 
 SLOW = os.environ.get("FERROCORN_SLOW", "") not in ("", "0", "false", "no")
 BIG = (1 << 30) if SLOW else (256 << 20)
@@ -76,8 +76,11 @@ class PeakRss:
 
     def describe(self):
         return "server RSS %.1f MB before, peak %.1f MB (%s), growth %.1f MB" % (
-            self.base_kb / 1024.0, self.peak_kb / 1024.0,
-            "VmHWM" if self._hwm_reset else "sampled VmRSS", self.growth_mb)
+            self.base_kb / 1024.0,
+            self.peak_kb / 1024.0,
+            "VmHWM" if self._hwm_reset else "sampled VmRSS",
+            self.growth_mb,
+        )
 
 
 @pytest.fixture(scope="module")
@@ -96,8 +99,7 @@ def _warm(server):
 def test_big_upload_intact_and_memory_bounded(server, chunked):
     size = BIG if not chunked else BIG // 4
     _warm(server)
-    headers = [("Transfer-Encoding", "chunked")] if chunked else [
-        ("Content-Length", str(size))]
+    headers = [("Transfer-Encoding", "chunked")] if chunked else [("Content-Length", str(size))]
     with PeakRss(server.pid) as rss, RawConnection(server.port, timeout=120) as conn:
         conn.send(request_bytes("POST", "/upload_sha", headers))
         for piece in iter_pattern(size, 1 << 20):
@@ -112,8 +114,10 @@ def test_big_upload_intact_and_memory_bounded(server, chunked):
     result = json.loads(resp.body)
     assert result["size"] == size
     assert result["sha256"] == pattern_sha256(size)
-    print("\nupload %d MiB (%s): %s" % (size >> 20, "chunked" if chunked else "content-length",
-                                        rss.describe()))
+    print(
+        "\nupload %d MiB (%s): %s"
+        % (size >> 20, "chunked" if chunked else "content-length", rss.describe())
+    )
     assert rss.growth_mb < RSS_GROWTH_LIMIT_MB, rss.describe()
 
 
@@ -131,20 +135,20 @@ def test_big_download_intact_and_memory_bounded(server):
         assert headers.get("transfer-encoding") == "chunked", headers
         # decode the chunked stream incrementally (no need to keep 1 GiB around)
         while True:
-            line = conn._read_line()
+            line = conn.read_line()
             n = int(line.split(b";")[0], 16)
             if n == 0:
-                assert conn._read_line() == b""
+                assert conn.read_line() == b""
                 break
             while n:
                 if not conn.buf:
-                    assert conn._fill(1 << 20), "EOF in the middle of the body"
+                    assert conn.fill(1 << 20), "EOF in the middle of the body"
                 take = min(n, len(conn.buf))
                 h.update(bytes(conn.buf[:take]))
                 del conn.buf[:take]
                 received += take
                 n -= take
-            assert conn._read_exact(2) == b"\r\n"
+            assert conn.read_exact(2) == b"\r\n"
     assert received == size
     assert h.hexdigest() == pattern_sha256(size)
     print("\ndownload %d MiB: %s" % (size >> 20, rss.describe()))
@@ -228,7 +232,7 @@ def _round(socks, timeout=120.0):
                 if len(buf) < end + 4 + length:
                     continue
                 assert head.startswith(b"http/1.1 200"), head
-                assert bytes(buf[end + 4:end + 4 + length]) == b"hello world"
+                assert bytes(buf[end + 4 : end + 4 + length]) == b"hello world"
                 assert len(buf) == end + 4 + length, "extra bytes after the response"
                 sel.unregister(s)
                 ok += 1
@@ -242,8 +246,14 @@ def _round(socks, timeout=120.0):
 def test_many_concurrent_keep_alive_connections():
     count = CONNECTIONS
     _raise_nofile(count + 1000)  # the server process inherits the raised limit
-    server = start_server("tests.apps.hostile_app:app", "--no-access-log",
-                          "--timeout-keep-alive", "300", "--header-read-timeout", "300")
+    server = start_server(
+        "tests.apps.hostile_app:app",
+        "--no-access-log",
+        "--timeout-keep-alive",
+        "300",
+        "--header-read-timeout",
+        "300",
+    )
     socks = []
     try:
         watch = hostile.ServerWatch(server).take_baseline()
@@ -253,17 +263,26 @@ def test_many_concurrent_keep_alive_connections():
         t_connect = time.monotonic() - t0
         # every connection is held open by the server at the same time
         assert wait_until(lambda: watch.fds() >= watch.base_fds + count, timeout=60), (
-            "server holds %d fds, expected >= %d" % (watch.fds(), watch.base_fds + count))
+            "server holds %d fds, expected >= %d" % (watch.fds(), watch.base_fds + count)
+        )
         first = _round(socks)
         assert first == count
         second = _round(socks)
         assert second == count
         t_total = time.monotonic() - t0
         held_rss = vm_kb(server.pid, "VmRSS")
-        print("\n%d connections: connect %.1fs, two rounds done at %.1fs; server RSS %.1f MB "
-              "idle -> %.1f MB holding them (%.1f KB per connection)"
-              % (count, t_connect, t_total, base_rss / 1024.0, held_rss / 1024.0,
-                 (held_rss - base_rss) / float(count)))
+        print(
+            "\n%d connections: connect %.1fs, two rounds done at %.1fs; server RSS %.1f MB "
+            "idle -> %.1f MB holding them (%.1f KB per connection)"
+            % (
+                count,
+                t_connect,
+                t_total,
+                base_rss / 1024.0,
+                held_rss / 1024.0,
+                (held_rss - base_rss) / float(count),
+            )
+        )
         for s in socks:
             s.close()
         socks = []

@@ -5,7 +5,7 @@ import signal
 
 import httpx
 
-from tests.helpers import start_server
+from tests.support.helpers import start_server
 
 
 def read(path):
@@ -39,8 +39,9 @@ def test_lifespan_on_startup_before_serving_and_shutdown_on_sigterm(tmp_path):
 
 def test_lifespan_shutdown_on_sigint(tmp_path):
     shutdown = str(tmp_path / "shutdown")
-    server = start_server("tests.apps.basic:app", "--lifespan", "on",
-                          env={"TEST_APP_SHUTDOWN_MARKER": shutdown})
+    server = start_server(
+        "tests.apps.basic:app", "--lifespan", "on", env={"TEST_APP_SHUTDOWN_MARKER": shutdown}
+    )
     try:
         assert httpx.get(server.url + "/hello", timeout=10).status_code == 200
         rc = server.stop(signal.SIGINT)
@@ -82,8 +83,9 @@ def test_startup_failed_auto_also_exit_3():
 
 def test_lifespan_auto_unsupported_app_still_serves(tmp_path):
     marker = str(tmp_path / "lifespan")
-    server = start_server("tests.apps.no_lifespan:app", "--lifespan", "auto",
-                          env={"TEST_APP_LIFESPAN_MARKER": marker})
+    server = start_server(
+        "tests.apps.no_lifespan:app", "--lifespan", "auto", env={"TEST_APP_LIFESPAN_MARKER": marker}
+    )
     try:
         resp = httpx.get(server.url + "/", timeout=10)
         assert resp.status_code == 200
@@ -107,8 +109,9 @@ def test_lifespan_on_with_unsupported_app_fails():
 
 def test_lifespan_off_never_called(tmp_path):
     marker = str(tmp_path / "lifespan")
-    server = start_server("tests.apps.basic:app", "--lifespan", "off",
-                          env={"TEST_APP_LIFESPAN_MARKER": marker})
+    server = start_server(
+        "tests.apps.basic:app", "--lifespan", "off", env={"TEST_APP_LIFESPAN_MARKER": marker}
+    )
     try:
         resp = httpx.get(server.url + "/scope", timeout=10)
         assert resp.status_code == 200

@@ -13,10 +13,10 @@ import uuid
 
 import pytest
 
-from tests import wsraw
 from tests.apps.common import iter_pattern, pattern_sha256
-from tests.h2client import H2Client
-from tests.helpers import IncompleteResponse, RawConnection, request_bytes, start_server
+from tests.support import wsraw
+from tests.support.h2client import H2Client
+from tests.support.helpers import IncompleteResponse, RawConnection, request_bytes, start_server
 
 APP = "tests.apps.limits_app:app"
 BODY_LIMIT = 1000
@@ -117,7 +117,7 @@ def wait_for(conn, needle, timeout=10.0):
     deadline = time.monotonic() + timeout
     while needle not in conn.buf:
         assert time.monotonic() < deadline, bytes(conn.buf)
-        assert conn._fill(), bytes(conn.buf)
+        assert conn.fill(), bytes(conn.buf)
 
 
 def padded_target(rid, length):

@@ -27,9 +27,15 @@ from ferrocorn.metrics import (
 )
 from ferrocorn.proxy_headers import ProxyHeadersMiddleware
 
-from tests.helpers import RawConnection, request_bytes, run_ferrocorn, start_server, wait_until
+from tests.support.helpers import (
+    RawConnection,
+    request_bytes,
+    run_ferrocorn,
+    start_server,
+    wait_until,
+)
 
-SAMPLE_RE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([^}]*)\})? (\S+)$')
+SAMPLE_RE = re.compile(r"^([a-zA-Z_:][a-zA-Z0-9_:]*)(?:\{([^}]*)\})? (\S+)$")
 FAMILIES = {
     "ferrocorn_requests_total": "counter",
     "ferrocorn_responses_total": "counter",
@@ -41,7 +47,7 @@ FAMILIES = {
 # With a supervisor: the same summed, each per worker, and the supervisor's view.
 SUPERVISOR_FAMILIES = {
     **FAMILIES,
-    **{"ferrocorn_worker_" + n[len("ferrocorn_"):]: kind for n, kind in FAMILIES.items()},
+    **{"ferrocorn_worker_" + n[len("ferrocorn_") :]: kind for n, kind in FAMILIES.items()},
     "ferrocorn_workers": "gauge",
     "ferrocorn_workers_configured": "gauge",
     "ferrocorn_worker_restarts_total": "counter",
@@ -152,15 +158,23 @@ def test_snapshot_encoding_and_labelled_families():
     metrics.observe(404, 2.0)
     snap = metrics.snapshot(open_connections=1)
     assert decode_snapshot(encode_snapshot(snap)) == snap  # status codes come back as ints
-    for junk in (b"", b"null", b"[]", b"{}", b'{"requests_total": "x"}',
-                 encode_snapshot(dict(snap, buckets=[1, 2]))):
+    for junk in (
+        b"",
+        b"null",
+        b"[]",
+        b"{}",
+        b'{"requests_total": "x"}',
+        encode_snapshot(dict(snap, buckets=[1, 2])),
+    ):
         with pytest.raises(ValueError):
             decode_snapshot(junk)
     lines = render_request_families(
         [('worker="0",pid="7"', snap), ('worker="1",pid="8"', merge_snapshots([]))],
-        prefix="ferrocorn_worker_", scope=", per worker")
+        prefix="ferrocorn_worker_",
+        scope=", per worker",
+    )
     text = "\n".join(lines) + "\n"
-    families = {"ferrocorn_worker_" + n[len("ferrocorn_"):]: k for n, k in FAMILIES.items()}
+    families = {"ferrocorn_worker_" + n[len("ferrocorn_") :]: k for n, k in FAMILIES.items()}
     samples = parse_exposition(text, families)
     assert samples[("ferrocorn_worker_requests_total", 'worker="0",pid="7"')] == 2
     assert samples[("ferrocorn_worker_requests_total", 'worker="1",pid="8"')] == 0
@@ -168,8 +182,10 @@ def test_snapshot_encoding_and_labelled_families():
     assert samples[key] == 1
     key = ("ferrocorn_worker_request_duration_seconds_bucket", 'worker="0",pid="7",le="+Inf"')
     assert samples[key] == 2
-    assert "# HELP ferrocorn_worker_requests_total Requests handed to the application, per " \
-           "worker.\n" in text
+    assert (
+        "# HELP ferrocorn_worker_requests_total Requests handed to the application, per "
+        "worker.\n" in text
+    )
 
 
 def test_merge_snapshots():
@@ -369,8 +385,9 @@ def test_metrics_port_in_use_is_a_one_line_error():
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        proc = run_ferrocorn("tests.apps.basic:app", "--port", "0", "--metrics",
-                             "--metrics-port", str(port))
+        proc = run_ferrocorn(
+            "tests.apps.basic:app", "--port", "0", "--metrics", "--metrics-port", str(port)
+        )
     err = proc.stderr.decode()
     assert proc.returncode == 1, err
     assert "Traceback" not in err
@@ -379,8 +396,7 @@ def test_metrics_port_in_use_is_a_one_line_error():
 
 def test_config_options():
     config = Config("m:app")
-    assert (config.metrics, config.metrics_host, config.metrics_port) == (
-        False, "127.0.0.1", 9090)
+    assert (config.metrics, config.metrics_host, config.metrics_port) == (False, "127.0.0.1", 9090)
     with pytest.raises(ConfigError, match="metrics_port"):
         Config("m:app", metrics=True, metrics_port=70000)
     # Several workers: the supervisor serves the endpoint.
@@ -408,7 +424,7 @@ def test_metrics_server_in_process():
 
 
 def test_websocket_sessions_are_a_gauge_not_requests(server_factory):
-    from tests.wsraw import RawWebSocket
+    from tests.support.wsraw import RawWebSocket
 
     server = server_factory("tests.apps.ws_app:app", "--metrics", "--metrics-port", "0")
     port = metrics_port(server)
@@ -439,13 +455,19 @@ def test_cli_options_and_environment(monkeypatch):
     configs = []
     monkeypatch.setattr(server, "run_config", lambda config: configs.append(config) or 0)
     runner = CliRunner()
-    env = {"FERROCORN_METRICS": "true", "FERROCORN_METRICS_PORT": "9191",
-           "FERROCORN_METRICS_HOST": "0.0.0.0"}
+    env = {
+        "FERROCORN_METRICS": "true",
+        "FERROCORN_METRICS_PORT": "9191",
+        "FERROCORN_METRICS_HOST": "0.0.0.0",
+    }
     assert runner.invoke(cli.main, ["m:app"], env=env).exit_code == 0
     assert runner.invoke(cli.main, ["m:app", "--metrics-port", "9292"], env=env).exit_code == 0
     assert runner.invoke(cli.main, ["m:app"]).exit_code == 0
     assert [(c.metrics, c.metrics_host, c.metrics_port) for c in configs] == [
-        (True, "0.0.0.0", 9191), (True, "0.0.0.0", 9292), (False, "127.0.0.1", 9090)]
+        (True, "0.0.0.0", 9191),
+        (True, "0.0.0.0", 9292),
+        (False, "127.0.0.1", 9090),
+    ]
     result = runner.invoke(cli.main, ["m:app", "--metrics", "--workers", "2"])
     assert result.exit_code == 0, result.output
     assert (configs[-1].metrics, configs[-1].workers) == (True, 2)
@@ -456,9 +478,17 @@ def test_help_lists_the_new_options_in_their_sections():
     from ferrocorn import cli
 
     out = CliRunner().invoke(cli.main, ["--help"], terminal_width=200).output
-    for text in ("Proxy options:", "Metrics options:", "--proxy-headers / --no-proxy-headers",
-                 "--forwarded-allow-ips", "FORWARDED_ALLOW_IPS", "--access-log-format",
-                 "--metrics / --no-metrics", "--metrics-host", "--metrics-port"):
+    for text in (
+        "Proxy options:",
+        "Metrics options:",
+        "--proxy-headers / --no-proxy-headers",
+        "--forwarded-allow-ips",
+        "FORWARDED_ALLOW_IPS",
+        "--access-log-format",
+        "--metrics / --no-metrics",
+        "--metrics-host",
+        "--metrics-port",
+    ):
         assert text in out, text
     logging_section = out.split("Logging options:")[1].split("options:")[0]
     assert "--access-log-format" in logging_section
@@ -521,20 +551,23 @@ def assert_aggregate_is_gone_plus_workers(samples, gone=None):
     there), for counters, gauges and the histogram."""
     gone = gone or {}
     for name in REQUEST_FAMILIES + ["ferrocorn_request_duration_seconds_count"]:
-        worker_name = "ferrocorn_worker_" + name[len("ferrocorn_"):]
+        worker_name = "ferrocorn_worker_" + name[len("ferrocorn_") :]
         total = sum(per_worker(samples, worker_name).values()) + gone.get(name, 0)
         if name != "ferrocorn_responses_total":
             assert samples[(name, "")] == total, name
-    statuses = {labels_of(labels)["status"] for (n, labels) in samples
-                if n == "ferrocorn_responses_total"}
+    statuses = {
+        labels_of(labels)["status"] for (n, labels) in samples if n == "ferrocorn_responses_total"
+    }
     for status in statuses:
-        total = sum(per_worker(samples, "ferrocorn_worker_responses_total",
-                               status=status).values())
+        total = sum(per_worker(samples, "ferrocorn_worker_responses_total", status=status).values())
         total += gone.get(("ferrocorn_responses_total", status), 0)
         assert samples[("ferrocorn_responses_total", f'status="{status}"')] == total, status
     for bound in [repr(float(b)) for b in BUCKETS] + ["+Inf"]:
-        total = sum(per_worker(samples, "ferrocorn_worker_request_duration_seconds_bucket",
-                               le=bound).values())
+        total = sum(
+            per_worker(
+                samples, "ferrocorn_worker_request_duration_seconds_bucket", le=bound
+            ).values()
+        )
         total += gone.get(("bucket", bound), 0)
         key = ("ferrocorn_request_duration_seconds_bucket", f'le="{bound}"')
         assert samples[key] == total, bound
@@ -545,15 +578,18 @@ def assert_aggregate_is_gone_plus_workers(samples, gone=None):
 
 def counters_of_worker(samples, pid):
     """A worker's counter series, keyed like ``assert_aggregate_is_gone_plus_workers``'s gone."""
+
     def one(name, **match):
         return per_worker(samples, name, **match)[pid]
 
     gone = {
         "ferrocorn_requests_total": one("ferrocorn_worker_requests_total"),
-        "ferrocorn_request_duration_seconds_count":
-            one("ferrocorn_worker_request_duration_seconds_count"),
-        "ferrocorn_request_duration_seconds_sum":
-            one("ferrocorn_worker_request_duration_seconds_sum"),
+        "ferrocorn_request_duration_seconds_count": one(
+            "ferrocorn_worker_request_duration_seconds_count"
+        ),
+        "ferrocorn_request_duration_seconds_sum": one(
+            "ferrocorn_worker_request_duration_seconds_sum"
+        ),
     }
     for (name, labels), value in samples.items():
         found = labels_of(labels)
@@ -571,8 +607,9 @@ def fd_count(pid):
 
 
 def test_supervisor_sums_workers_and_survives_kill_and_sighup(server_factory):
-    server = server_factory(WORKERS_APP, "--workers", "2", "--metrics", "--metrics-port", "0",
-                            "--no-access-log")
+    server = server_factory(
+        WORKERS_APP, "--workers", "2", "--metrics", "--metrics-port", "0", "--no-access-log"
+    )
     port = metrics_port(server)
     assert wait_until(lambda: len(started_pids(server)) >= 2, timeout=30), server.output()
     workers = set(started_pids(server))
@@ -585,8 +622,11 @@ def test_supervisor_sums_workers_and_survives_kill_and_sighup(server_factory):
     assert samples[("ferrocorn_requests_total", "")] == len(served)
     assert samples[("ferrocorn_responses_total", 'status="200"')] == len(served)
     assert_aggregate_is_gone_plus_workers(samples)
-    slots = {int(labels_of(labels)["pid"]): labels_of(labels)["worker"]
-             for (n, labels) in samples if n == "ferrocorn_worker_up"}
+    slots = {
+        int(labels_of(labels)["pid"]): labels_of(labels)["worker"]
+        for (n, labels) in samples
+        if n == "ferrocorn_worker_up"
+    }
     assert sorted(slots.values()) == ["0", "1"]
     assert samples[("ferrocorn_workers", "")] == 2
     assert samples[("ferrocorn_workers_configured", "")] == 2
@@ -609,8 +649,11 @@ def test_supervisor_sums_workers_and_survives_kill_and_sighup(server_factory):
     assert samples[("ferrocorn_workers", "")] == 2
     assert victim not in per_worker(samples, "ferrocorn_worker_up")
     assert per_worker(samples, "ferrocorn_worker_requests_total")[replacement] == 0
-    new_slots = {int(labels_of(labels)["pid"]): labels_of(labels)["worker"]
-                 for (n, labels) in samples if n == "ferrocorn_worker_up"}
+    new_slots = {
+        int(labels_of(labels)["pid"]): labels_of(labels)["worker"]
+        for (n, labels) in samples
+        if n == "ferrocorn_worker_up"
+    }
     assert new_slots[replacement] == slots[victim]
     assert_aggregate_is_gone_plus_workers(samples, gone)
     more = send_spread(server.port, workers)
@@ -626,8 +669,11 @@ def test_supervisor_sums_workers_and_survives_kill_and_sighup(server_factory):
     newest = set(started_pids(server)[3:])
     samples = scrape_until(
         port,
-        lambda s: up_pids(s) == newest and set(per_worker(s, "ferrocorn_worker_up")) == newest
-        and s[("ferrocorn_worker_restarts_total", 'reason="reloaded"')] == 2,
+        lambda s: (
+            up_pids(s) == newest
+            and set(per_worker(s, "ferrocorn_worker_up")) == newest
+            and s[("ferrocorn_worker_restarts_total", 'reason="reloaded"')] == 2
+        ),
     )
     assert samples[("ferrocorn_requests_total", "")] == before
     assert samples[("ferrocorn_worker_restarts_total", 'reason="crashed"')] == 1
@@ -638,8 +684,17 @@ def test_supervisor_sums_workers_and_survives_kill_and_sighup(server_factory):
 
 
 def test_supervisor_keeps_counts_of_recycled_workers(server_factory):
-    server = server_factory(WORKERS_APP, "--workers", "2", "--metrics", "--metrics-port", "0",
-                            "--limit-max-requests", "20", "--no-access-log")
+    server = server_factory(
+        WORKERS_APP,
+        "--workers",
+        "2",
+        "--metrics",
+        "--metrics-port",
+        "0",
+        "--limit-max-requests",
+        "20",
+        "--no-access-log",
+    )
     port = metrics_port(server)
     assert wait_until(lambda: len(started_pids(server)) >= 2, timeout=30), server.output()
     # No scrape while workers are recycled: what they counted reaches the supervisor only
@@ -649,8 +704,9 @@ def test_supervisor_keeps_counts_of_recycled_workers(server_factory):
     while sent < 100 or (len(set(started_pids(server))) < 4 and time.monotonic() < deadline):
         get_pid(server.port)
         sent += 1
-    assert wait_until(lambda: server.output().count("stopped: it exited with code 0") >= 2,
-                      timeout=30), server.output()
+    assert wait_until(
+        lambda: server.output().count("stopped: it exited with code 0") >= 2, timeout=30
+    ), server.output()
     samples = scrape_until(port, lambda s: s[("ferrocorn_requests_total", "")] >= sent)
     assert samples[("ferrocorn_requests_total", "")] == sent
     assert samples[("ferrocorn_responses_total", 'status="200"')] == sent
@@ -660,8 +716,9 @@ def test_supervisor_keeps_counts_of_recycled_workers(server_factory):
 
 
 def test_supervisor_scrape_does_not_wait_for_a_stuck_worker(server_factory, tmp_path):
-    server = server_factory(WORKERS_APP, "--workers", "2", "--metrics", "--metrics-port", "0",
-                            "--no-access-log")
+    server = server_factory(
+        WORKERS_APP, "--workers", "2", "--metrics", "--metrics-port", "0", "--no-access-log"
+    )
     port = metrics_port(server)
     assert wait_until(lambda: len(started_pids(server)) >= 2, timeout=30), server.output()
     workers = set(started_pids(server))
@@ -672,7 +729,8 @@ def test_supervisor_scrape_does_not_wait_for_a_stuck_worker(server_factory, tmp_
     release = tmp_path / "release"
     result = []
     thread = threading.Thread(
-        target=lambda: result.append(get_pid(server.port, f"/block?until={release}")))
+        target=lambda: result.append(get_pid(server.port, f"/block?until={release}"))
+    )
     thread.start()
     try:
         assert wait_until(lambda: os.path.exists(f"{release}.started"), timeout=30)
@@ -696,13 +754,19 @@ def test_supervisor_scrape_does_not_wait_for_a_stuck_worker(server_factory, tmp_
 
 def test_supervisor_health_waits_for_a_serving_worker(server_factory, tmp_path):
     gate = tmp_path / "start"
-    server = server_factory(WORKERS_APP, "--workers", "2", "--metrics", "--metrics-port", "0",
-                            env={"TEST_WORKERS_STARTUP_WAIT": str(gate)})
+    server = server_factory(
+        WORKERS_APP,
+        "--workers",
+        "2",
+        "--metrics",
+        "--metrics-port",
+        "0",
+        env={"TEST_WORKERS_STARTUP_WAIT": str(gate)},
+    )
     port = metrics_port(server)
     base = f"http://127.0.0.1:{port}"
     # The workers are running but their lifespan startup waits: none serves yet.
-    assert wait_until(lambda: supervisor_scrape(port)[("ferrocorn_workers", "")] == 2,
-                      timeout=30)
+    assert wait_until(lambda: supervisor_scrape(port)[("ferrocorn_workers", "")] == 2, timeout=30)
     resp = httpx.get(base + "/health", timeout=30)
     assert resp.status_code == 503, resp.text
     samples = supervisor_scrape(port)
@@ -710,7 +774,8 @@ def test_supervisor_health_waits_for_a_serving_worker(server_factory, tmp_path):
     assert samples[("ferrocorn_requests_total", "")] == 0
     gate.touch()
     assert wait_until(
-        lambda: httpx.get(base + "/health", timeout=30).status_code == 200, timeout=30)
+        lambda: httpx.get(base + "/health", timeout=30).status_code == 200, timeout=30
+    )
     assert httpx.get(base + "/health", timeout=30).text == "ok"
 
 
@@ -719,8 +784,9 @@ def test_supervisor_metrics_port_in_use_is_a_one_line_error():
         taken.bind(("127.0.0.1", 0))
         taken.listen(1)
         port = taken.getsockname()[1]
-        proc = run_ferrocorn(WORKERS_APP, "--port", "0", "--workers", "2", "--metrics",
-                             "--metrics-port", str(port))
+        proc = run_ferrocorn(
+            WORKERS_APP, "--port", "0", "--workers", "2", "--metrics", "--metrics-port", str(port)
+        )
     err = proc.stderr.decode()
     assert proc.returncode == 1, err
     assert "Traceback" not in err

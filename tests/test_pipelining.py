@@ -5,7 +5,8 @@ import socket
 
 import pytest
 
-from tests.helpers import start_server
+from tests.support.helpers import start_server
+from tests.support.wire import BufferedSocket
 
 
 @pytest.fixture(scope="module")
@@ -16,23 +17,24 @@ def server():
         yield srv
 
 
-def read_until(sock, marker, limit=1 << 20):
-    data = b""
-    while marker not in data:
-        chunk = sock.recv(65536)
-        if not chunk:
-            break
-        data += chunk
-        assert len(data) < limit
-    return data
+def read_until(wire, marker, limit=1 << 20):
+    """Everything received until ``marker`` has arrived (or the server closed)."""
+    while marker not in wire.buf and wire.fill():
+        assert len(wire.buf) < limit
+    return wire.take_all()
+
+
+def connect(server, timeout):
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=timeout)
+    return BufferedSocket(sock, resets_are_eof=False)
 
 
 def test_many_pipelined_requests_answered_in_order(server):
     n = 200
     payload = b"".join(b"GET /r%d HTTP/1.1\r\nHost: x\r\n\r\n" % i for i in range(n))
-    with socket.create_connection(("127.0.0.1", server.port), timeout=20) as sock:
-        sock.sendall(payload)
-        data = read_until(sock, b"/r%d" % (n - 1))
+    with connect(server, timeout=20) as wire:
+        wire.sock.sendall(payload)
+        data = read_until(wire, b"/r%d" % (n - 1))
     assert data.count(b"HTTP/1.1 200 OK") == n
     positions = [data.index(b"/r%d" % i) for i in range(n)]
     assert positions == sorted(positions)
@@ -40,21 +42,21 @@ def test_many_pipelined_requests_answered_in_order(server):
 
 def test_streamed_event_not_held_behind_a_pipelined_request(server):
     """The first event goes out at once even though another request waits in the pipe."""
-    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
-        sock.sendall(
+    with connect(server, timeout=10) as wire:
+        wire.sock.sendall(
             b"GET /events HTTP/1.1\r\nHost: x\r\n\r\nGET /after HTTP/1.1\r\nHost: x\r\n\r\n"
         )
         # The app sleeps 30 s before its last event: a held-back first event times out here.
-        data = read_until(sock, b"data: first")
+        data = read_until(wire, b"data: first")
     assert b"data: first" in data
 
 
 def test_partial_pipelined_request_completes(server):
     """A response must not be held while the server waits for the rest of the next request."""
-    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sock:
-        sock.sendall(b"GET /one HTTP/1.1\r\nHost: x\r\n\r\nGET /two HTTP/1.1\r\nHo")
-        first = read_until(sock, b"/one")
+    with connect(server, timeout=10) as wire:
+        wire.sock.sendall(b"GET /one HTTP/1.1\r\nHost: x\r\n\r\nGET /two HTTP/1.1\r\nHo")
+        first = read_until(wire, b"/one")
         assert b"HTTP/1.1 200 OK" in first
-        sock.sendall(b"st: x\r\n\r\n")
-        second = read_until(sock, b"/two")
+        wire.sock.sendall(b"st: x\r\n\r\n")
+        second = read_until(wire, b"/two")
         assert b"/two" in second

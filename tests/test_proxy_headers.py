@@ -24,7 +24,7 @@ from ferrocorn.proxy_headers import (
     resolve_forwarded,
 )
 
-from tests.helpers import RawConnection, request_bytes, run_ferrocorn, start_server
+from tests.support.helpers import RawConnection, request_bytes, run_ferrocorn, start_server
 
 # ---------------------------------------------------------------- TrustedHosts
 
@@ -221,7 +221,9 @@ def test_forwarded_header_resolution():
 
 def test_forwarded_takes_precedence_unless_empty():
     r = resolve_forwarded(
-        LOCAL, forwarded="for=1.1.1.1;proto=http", x_forwarded_for="2.2.2.2",
+        LOCAL,
+        forwarded="for=1.1.1.1;proto=http",
+        x_forwarded_for="2.2.2.2",
         x_forwarded_proto="https",
     )
     assert r == Forwarded(("1.1.1.1", 0), "http", None, None)
@@ -255,8 +257,11 @@ def rewrite(headers, trusted="127.0.0.1", **kwargs):
 
 def test_middleware_rewrites_a_copy():
     scope, result = rewrite(
-        [("X-Forwarded-For", "1.2.3.4"), ("X-Forwarded-Proto", "https"),
-         ("X-Forwarded-Host", "example.com")]
+        [
+            ("X-Forwarded-For", "1.2.3.4"),
+            ("X-Forwarded-Proto", "https"),
+            ("X-Forwarded-Host", "example.com"),
+        ]
     )
     assert result is not scope
     assert result["client"] == ("1.2.3.4", 0)
@@ -290,8 +295,12 @@ def test_middleware_unix_socket_peer_needs_star():
 
 def test_middleware_schemes_and_server_ports():
     for proto, scope_type, scheme in [
-        ("https", "http", "https"), ("wss", "http", "https"), ("ws", "http", "http"),
-        ("https", "websocket", "wss"), ("http", "websocket", "ws"), ("wss", "websocket", "wss"),
+        ("https", "http", "https"),
+        ("wss", "http", "https"),
+        ("ws", "http", "http"),
+        ("https", "websocket", "wss"),
+        ("http", "websocket", "ws"),
+        ("wss", "websocket", "wss"),
     ]:
         _, result = rewrite([("X-Forwarded-Proto", proto)], scope_type=scope_type, scheme="https")
         assert result.get("scheme") == scheme, (proto, scope_type)
@@ -301,7 +310,7 @@ def test_middleware_schemes_and_server_ports():
     assert result["server"] == ("example.com", 80)
     _, result = rewrite([("X-Forwarded-Port", "8443")])
     assert result["server"] == ("127.0.0.1", 8443)
-    _, result = rewrite([("Forwarded", "proto=https;host=\"[::1]:9443\"")])
+    _, result = rewrite([("Forwarded", 'proto=https;host="[::1]:9443"')])
     assert result["server"] == ("::1", 9443)
     assert result["scheme"] == "https"
 
@@ -360,12 +369,14 @@ def test_cli_environment_variables(monkeypatch):
     result = runner.invoke(cli.main, ["m:app"], env={"FORWARDED_ALLOW_IPS": "10.0.0.1"})
     assert result.exit_code == 0, result.output
     result = runner.invoke(
-        cli.main, ["m:app"],
+        cli.main,
+        ["m:app"],
         env={"FORWARDED_ALLOW_IPS": "10.0.0.1", "FERROCORN_FORWARDED_ALLOW_IPS": "10.0.0.2"},
     )
     assert result.exit_code == 0, result.output
     result = runner.invoke(
-        cli.main, ["m:app", "--forwarded-allow-ips", "*", "--no-proxy-headers"],
+        cli.main,
+        ["m:app", "--forwarded-allow-ips", "*", "--no-proxy-headers"],
         env={"FERROCORN_FORWARDED_ALLOW_IPS": "10.0.0.2"},
     )
     assert result.exit_code == 0, result.output
@@ -380,8 +391,13 @@ def test_cli_environment_variables(monkeypatch):
 PATHS = {
     "middleware": ["--no-access-log"],
     "access-log": [],
-    "extended": ["--access-log-format", "%(client)s %(scheme)s %(request_id)s",
-                 "--metrics", "--metrics-port", "0"],
+    "extended": [
+        "--access-log-format",
+        "%(client)s %(scheme)s %(request_id)s",
+        "--metrics",
+        "--metrics-port",
+        "0",
+    ],
 }
 
 
@@ -400,19 +416,29 @@ def scope_of(server, headers, path="/scope"):
 
 
 def test_server_trusted_peer(trusting_server):
-    s = scope_of(trusting_server, {"X-Forwarded-For": "203.0.113.7, 127.0.0.1",
-                                   "X-Forwarded-Proto": "https",
-                                   "X-Forwarded-Host": "example.com"})
+    s = scope_of(
+        trusting_server,
+        {
+            "X-Forwarded-For": "203.0.113.7, 127.0.0.1",
+            "X-Forwarded-Proto": "https",
+            "X-Forwarded-Host": "example.com",
+        },
+    )
     assert s["client"] == ["203.0.113.7", 0]
     assert s["client_item_types"] == ["str", "int"]
     assert s["scheme"] == "https"
     assert s["server"] == ["example.com", 443]
     assert ["host", f"127.0.0.1:{trusting_server.port}"] in s["headers"]
 
-    s = scope_of(trusting_server, {"Forwarded": 'for="[2001:db8::1]:4711";proto=https;'
-                                                'host="example.org:8443"'})
+    s = scope_of(
+        trusting_server,
+        {"Forwarded": 'for="[2001:db8::1]:4711";proto=https;host="example.org:8443"'},
+    )
     assert (s["client"], s["scheme"], s["server"]) == (
-        ["2001:db8::1", 4711], "https", ["example.org", 8443])
+        ["2001:db8::1", 4711],
+        "https",
+        ["example.org", 8443],
+    )
 
     s = scope_of(trusting_server, {"X-Forwarded-Port": "8080", "X-Forwarded-Proto": "http"})
     assert s["client"][0] == "127.0.0.1" and s["client"][1] > 0
@@ -430,15 +456,21 @@ def test_server_access_log_shows_forwarded_client(trusting_server):
     if trusting_server.path_name == "middleware":
         pytest.skip("no access log")
     marker = uuid.uuid4().hex
-    httpx.get(trusting_server.url + "/hello", params={"m": marker}, timeout=10,
-              headers={"X-Forwarded-For": "198.51.100.4", "X-Forwarded-Proto": "https",
-                       "X-Request-ID": marker})
+    httpx.get(
+        trusting_server.url + "/hello",
+        params={"m": marker},
+        timeout=10,
+        headers={
+            "X-Forwarded-For": "198.51.100.4",
+            "X-Forwarded-Proto": "https",
+            "X-Request-ID": marker,
+        },
+    )
     if trusting_server.path_name == "extended":
         expected = f"198.51.100.4:0 https {marker}"
     else:
         expected = f'198.51.100.4:0 - "GET /hello?m={marker} HTTP/1.1" 200'
-    assert trusting_server.wait_for_output(re.escape(expected), timeout=5), (
-        trusting_server.output())
+    assert trusting_server.wait_for_output(re.escape(expected), timeout=5), trusting_server.output()
 
 
 @pytest.mark.parametrize(
@@ -454,8 +486,15 @@ def test_server_access_log_shows_forwarded_client(trusting_server):
 )
 def test_server_untrusted_peer_headers_ignored(server_factory, flags):
     server = server_factory("tests.apps.basic:app", *flags)
-    s = scope_of(server, {"X-Forwarded-For": "203.0.113.7", "X-Forwarded-Proto": "https",
-                          "X-Forwarded-Host": "example.com", "Forwarded": "for=1.1.1.1"})
+    s = scope_of(
+        server,
+        {
+            "X-Forwarded-For": "203.0.113.7",
+            "X-Forwarded-Proto": "https",
+            "X-Forwarded-Host": "example.com",
+            "Forwarded": "for=1.1.1.1",
+        },
+    )
     assert s["client"][0] == "127.0.0.1"
     assert s["scheme"] == "http"
     assert s["server"] == ["127.0.0.1", server.port]
@@ -477,19 +516,27 @@ def test_server_cidrs_star_and_hops(server_factory, allow, xff, client):
 def test_server_environment_variable(server_factory):
     server = server_factory("tests.apps.basic:app", env={"FORWARDED_ALLOW_IPS": "10.0.0.1"})
     assert scope_of(server, {"X-Forwarded-For": "203.0.113.7"})["client"][0] == "127.0.0.1"
-    server = server_factory("tests.apps.basic:app", env={
-        "FORWARDED_ALLOW_IPS": "10.0.0.1", "FERROCORN_FORWARDED_ALLOW_IPS": "127.0.0.1"})
+    server = server_factory(
+        "tests.apps.basic:app",
+        env={"FORWARDED_ALLOW_IPS": "10.0.0.1", "FERROCORN_FORWARDED_ALLOW_IPS": "127.0.0.1"},
+    )
     assert scope_of(server, {"X-Forwarded-For": "203.0.113.7"})["client"][0] == "203.0.113.7"
 
 
 @pytest.mark.parametrize(("allow", "trusted"), [("127.0.0.1", False), ("*", True)])
 def test_server_unix_socket_peer(server_factory, allow, trusted):
     path = os.path.join(tempfile.mkdtemp(prefix="fc-"), "s.sock")
-    server = server_factory("tests.apps.basic:app", "--uds", path, "--forwarded-allow-ips",
-                            allow, host_port=False)
+    server = server_factory(
+        "tests.apps.basic:app", "--uds", path, "--forwarded-allow-ips", allow, host_port=False
+    )
     with RawConnection(uds=path) as conn:
-        conn.send(request_bytes("GET", "/scope", [("X-Forwarded-For", "203.0.113.7"),
-                                                  ("X-Forwarded-Proto", "https")]))
+        conn.send(
+            request_bytes(
+                "GET",
+                "/scope",
+                [("X-Forwarded-For", "203.0.113.7"), ("X-Forwarded-Proto", "https")],
+            )
+        )
         s = json.loads(conn.read_response().body)
     if trusted:
         assert (s["client"], s["scheme"]) == (["203.0.113.7", 0], "https")
@@ -508,11 +555,14 @@ def test_invalid_forwarded_allow_ips_is_a_one_line_error():
 
 @pytest.mark.parametrize("flags", [[], ["--no-access-log"]])
 def test_server_websocket_scope(server_factory, flags):
-    from tests.wsraw import TEXT, RawWebSocket
+    from tests.support.wsraw import TEXT, RawWebSocket
 
     server = server_factory("tests.apps.ws_app:app", *flags)
-    headers = [("X-Forwarded-For", "203.0.113.8"), ("X-Forwarded-Proto", "https"),
-               ("X-Forwarded-Host", "ws.example")]
+    headers = [
+        ("X-Forwarded-For", "203.0.113.8"),
+        ("X-Forwarded-Proto", "https"),
+        ("X-Forwarded-Host", "ws.example"),
+    ]
     with RawWebSocket(server.port, "/scope", extra_headers=headers) as ws:
         frame = ws.recv_frame()
         assert frame.opcode == TEXT

@@ -10,7 +10,7 @@ import httpx
 import pytest
 
 from tests.apps.common import iter_pattern, pattern_sha256
-from tests.helpers import RawConnection, request_bytes, start_server, wait_report
+from tests.support.helpers import RawConnection, request_bytes, start_server, wait_report
 
 
 @pytest.fixture(scope="module")
@@ -77,12 +77,7 @@ def test_big_chunked_upload(client):
 
 
 def test_chunked_request_body_raw(server):
-    body = (
-        b"5\r\nhello\r\n"
-        b"1;ext=1\r\n \r\n"
-        b"a\r\n0123456789\r\n"
-        b"0\r\n\r\n"
-    )
+    body = b"5\r\nhello\r\n1;ext=1\r\n \r\na\r\n0123456789\r\n0\r\n\r\n"
     with RawConnection(server.port) as conn:
         conn.send(request_bytes("POST", "/echo", [("Transfer-Encoding", "chunked")], body))
         resp = conn.read_response()
@@ -119,7 +114,9 @@ def test_client_disconnect_while_app_waits_for_body(client, server):
     conn.send(
         request_bytes(
             # larger than any pre-read buffer, so the app is called before the body is complete
-            "POST", "/wait_disconnect?id=%s" % rid, [("Content-Length", str(10 * 1024 * 1024))]
+            "POST",
+            "/wait_disconnect?id=%s" % rid,
+            [("Content-Length", str(10 * 1024 * 1024))],
         )
         + b"only-18-bytes-sent"
     )

@@ -6,7 +6,13 @@ import subprocess
 
 import pytest
 
-from tests.helpers import SERVER_PYTHON, RawConnection, request_bytes, server_env, wait_until
+from tests.support.helpers import (
+    SERVER_PYTHON,
+    RawConnection,
+    request_bytes,
+    server_env,
+    wait_until,
+)
 
 
 def _server_has_watchfiles():

@@ -15,8 +15,8 @@ import uuid
 
 import pytest
 
-from tests import hostile
-from tests.helpers import IncompleteResponse, RawConnection, request_bytes, start_server
+from tests.support import hostile
+from tests.support.helpers import IncompleteResponse, RawConnection, request_bytes, start_server
 
 
 @pytest.fixture(scope="module")
@@ -51,7 +51,9 @@ def test_header_with_control_chars_refused(server, watch, where, char):
     assert resp.header("x-bad") is None, resp.raw_head
     result = json.loads(resp.body)
     assert result["raised"] is not None, "send() accepted a header with %s in its %s" % (
-        char, where)
+        char,
+        where,
+    )
     assert result["raised"]["type"] == "ValueError", result
     watch.assert_recovered()
 
@@ -60,8 +62,10 @@ def test_header_with_control_chars_refused(server, watch, where, char):
 def test_invalid_status_refused(server, watch, value):
     resp = get_raw(server.port, "/bad_status?value=" + value)
     assert resp is not None, "no response"
-    assert resp.status == 200 and resp.body != b"accepted", (
-        "send() accepted status %s: %r" % (value, resp))
+    assert resp.status == 200 and resp.body != b"accepted", "send() accepted status %s: %r" % (
+        value,
+        resp,
+    )
     result = json.loads(resp.body)
     assert result["raised"]["type"] in ("TypeError", "ValueError"), result
     watch.assert_recovered()
@@ -77,9 +81,10 @@ def test_wrong_content_length_aborts(server, watch, mode, streamed):
         # A second request is pipelined right behind: if the server kept the connection in
         # use after a body of the wrong length, its response would be read as (part of) the
         # first one, or the first one's extra bytes as the start of the second.
-        conn.send(request_bytes("GET", "/bad_length?id=%s&mode=%s&streamed=%s"
-                                % (rid, mode, streamed))
-                  + request_bytes("GET", "/hello"))
+        conn.send(
+            request_bytes("GET", "/bad_length?id=%s&mode=%s&streamed=%s" % (rid, mode, streamed))
+            + request_bytes("GET", "/hello")
+        )
         aborted = False
         try:
             resp = conn.read_response()
@@ -94,12 +99,14 @@ def test_wrong_content_length_aborts(server, watch, mode, streamed):
             # (the app's response was refused before anything was written).
             assert resp.status == 500, (
                 "a complete-looking response with the app's wrong framing reached the "
-                "client: %r" % resp)
+                "client: %r" % resp
+            )
         if aborted:
             assert b"HTTP/1.1" not in (resp.body if resp is not None else b""), resp
             del conn.buf[:]  # the partial response was already taken
             assert conn.eof or conn.is_closed_by_peer(timeout=5), (
-                "aborted response, connection left open")
+                "aborted response, connection left open"
+            )
         else:
             # The connection may go on, but only in sync: the next response is intact.
             try:
@@ -111,6 +118,5 @@ def test_wrong_content_length_aborts(server, watch, mode, streamed):
     finally:
         conn.close()
     rep = hostile.get_json(server.port, "/report?id=" + rid)
-    print("app-side outcome (%s, streamed=%s): %r; client saw: %r"
-          % (mode, streamed, rep, resp))
+    print("app-side outcome (%s, streamed=%s): %r; client saw: %r" % (mode, streamed, rep, resp))
     watch.assert_recovered()

@@ -5,7 +5,7 @@ import json
 import httpx
 import pytest
 
-from tests.helpers import RawConnection, request_bytes, start_server
+from tests.support.helpers import RawConnection, request_bytes, start_server
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +28,9 @@ def get_scope(client, target="/scope", method="GET", **kwargs):
 
 def raw_scope(port, target="/scope", version="HTTP/1.1", headers=None, method="GET"):
     with RawConnection(port) as conn:
-        conn.send(request_bytes(method, target, headers or [("Connection", "close")],
-                                version=version))
+        conn.send(
+            request_bytes(method, target, headers or [("Connection", "close")], version=version)
+        )
         resp = conn.read_response(method)
         local = conn.sock.getsockname()
     assert resp is not None and resp.status == 200, resp
@@ -44,8 +45,7 @@ def test_basic_keys_and_constants(client):
     assert scope["scheme"] == "http"
     assert scope["http_version"] == "1.1"
     assert scope["method"] == "GET"
-    for key in ("path", "raw_path", "query_string", "root_path", "headers", "client",
-                "server"):
+    for key in ("path", "raw_path", "query_string", "root_path", "headers", "client", "server"):
         assert key in scope["keys"], key
 
 

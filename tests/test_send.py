@@ -8,7 +8,7 @@ import httpx
 import pytest
 
 from tests.apps.common import iter_pattern, pattern_sha256
-from tests.helpers import (
+from tests.support.helpers import (
     IncompleteResponse,
     RawConnection,
     assert_healthy,

@@ -7,8 +7,8 @@ import time
 
 import httpx
 
-from tests.h2client import H2Client
-from tests.helpers import (
+from tests.support.h2client import H2Client
+from tests.support.helpers import (
     RawConnection,
     connect_refused,
     request_bytes,
@@ -34,8 +34,9 @@ def background_get(url, results, timeout=60):
 
 def test_in_flight_request_completes_on_sigterm(tmp_path):
     shutdown = str(tmp_path / "shutdown")
-    server = start_server("tests.apps.basic:app", "--lifespan", "on",
-                          env={"TEST_APP_SHUTDOWN_MARKER": shutdown})
+    server = start_server(
+        "tests.apps.basic:app", "--lifespan", "on", env={"TEST_APP_SHUTDOWN_MARKER": shutdown}
+    )
     try:
         results = {}
         thread = background_get(server.url + "/slow?s=2&tag=inflight1", results)
@@ -81,7 +82,11 @@ def test_idle_keep_alive_connection_does_not_block_shutdown():
 def test_graceful_timeout_bounds_shutdown(tmp_path):
     shutdown = str(tmp_path / "shutdown")
     server = start_server(
-        "tests.apps.basic:app", "--lifespan", "on", "--timeout-graceful-shutdown", "1",
+        "tests.apps.basic:app",
+        "--lifespan",
+        "on",
+        "--timeout-graceful-shutdown",
+        "1",
         env={"TEST_APP_SHUTDOWN_MARKER": shutdown},
     )
     try:
@@ -92,8 +97,10 @@ def test_graceful_timeout_bounds_shutdown(tmp_path):
         try:
             server.wait(timeout=15)  # liveness bound, not a performance threshold
         except Exception:
-            raise AssertionError("server still running 15 s after SIGTERM with "
-                                 "--timeout-graceful-shutdown 1:\n" + server.output()) from None
+            raise AssertionError(
+                "server still running 15 s after SIGTERM with "
+                "--timeout-graceful-shutdown 1:\n" + server.output()
+            ) from None
         thread.join(15)
         assert results.get("status") != 200, results
     finally:

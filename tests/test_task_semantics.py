@@ -9,7 +9,7 @@ or a library (anyio, sniffio, asyncio.timeout, task groups) relies on.
 import httpx
 import pytest
 
-from tests.helpers import start_server
+from tests.support.helpers import start_server
 
 
 @pytest.fixture(scope="module")

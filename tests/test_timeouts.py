@@ -11,7 +11,7 @@ import time
 
 import pytest
 
-from tests.helpers import RawConnection, request_bytes, start_server
+from tests.support.helpers import RawConnection, request_bytes, start_server
 
 KEEP_ALIVE = 3.0
 HEADER = 1.0
@@ -22,8 +22,10 @@ PARTIAL_HEAD = b"GET /hello HTTP/1.1\r\nHost: x\r\n"
 def server():
     with start_server(
         "tests.apps.basic:app",
-        "--timeout-keep-alive", str(KEEP_ALIVE),
-        "--header-read-timeout", str(HEADER),
+        "--timeout-keep-alive",
+        str(KEEP_ALIVE),
+        "--header-read-timeout",
+        str(HEADER),
     ) as s:
         yield s
 

@@ -1,5 +1,5 @@
 """TLS: handshakes, certificate verification both ways, ALPN, key formats, the ASGI TLS
-extension and start-up errors.  Certificates come from tests/tls_certs.py (openssl CLI)."""
+extension and start-up errors.  Certificates come from tests/support/tls_certs.py (openssl CLI)."""
 
 import json
 import socket
@@ -10,8 +10,8 @@ import time
 import httpx
 import pytest
 
-from tests.helpers import RawConnection, request_bytes, run_ferrocorn
-from tests.tls_certs import CLIENT_NAME_RFC4514, PASSWORD, certs
+from tests.support.helpers import RawConnection, request_bytes, run_ferrocorn
+from tests.support.tls_certs import CLIENT_NAME_RFC4514, PASSWORD, certs
 
 APP = "tests.apps.basic:app"
 
@@ -54,8 +54,11 @@ def tls_connect(port, ctx, server_hostname="localhost"):
 def https_get(port, path, ctx, server_hostname="localhost"):
     """One HTTP/1.1 request over TLS; returns (response, the TLS socket's facts)."""
     sock = tls_connect(port, ctx, server_hostname)
-    facts = {"alpn": sock.selected_alpn_protocol(), "version": sock.version(),
-             "cipher": sock.cipher()[0]}
+    facts = {
+        "alpn": sock.selected_alpn_protocol(),
+        "version": sock.version(),
+        "cipher": sock.cipher()[0],
+    }
     with RawConnection(sock=sock) as conn:
         conn.send(request_bytes("GET", path, [("Connection", "close")]))
         return conn.read_response(), facts
@@ -110,8 +113,12 @@ def test_https_scope_and_tls_extension(server_factory, c):
     assert scope["scheme"] == "https" and scope["http_version"] == "1.1"
     tls = scope_tls(server.port, client_context(c))
     assert tls["types"] == {
-        "server_cert": "str", "client_cert_chain": "list", "client_cert_name": "NoneType",
-        "client_cert_error": "NoneType", "tls_version": "int", "cipher_suite": "int",
+        "server_cert": "str",
+        "client_cert_chain": "list",
+        "client_cert_name": "NoneType",
+        "client_cert_error": "NoneType",
+        "tls_version": "int",
+        "cipher_suite": "int",
     }
     ext = tls["tls"]
     assert ext["server_cert"].strip() == pem_text(c.server_pem).strip()
@@ -129,8 +136,10 @@ def test_cleartext_scope_has_no_tls_extension(server_factory):
 
 def test_tls12_and_cipher_selection(server_factory, c):
     server = server_factory(
-        "tests.apps.tls_app:app", *tls_flags(c),
-        "--ssl-ciphers", "ECDHE-ECDSA-CHACHA20-POLY1305:TLS13_AES_128_GCM_SHA256",
+        "tests.apps.tls_app:app",
+        *tls_flags(c),
+        "--ssl-ciphers",
+        "ECDHE-ECDSA-CHACHA20-POLY1305:TLS13_AES_128_GCM_SHA256",
     )
     ext = scope_tls(server.port, client_context(c, maximum_version=ssl.TLSVersion.TLSv1_2))["tls"]
     assert ext["tls_version"] == 0x0303 and ext["cipher_suite"] == 0xCCA9
@@ -168,7 +177,11 @@ def test_key_in_the_certificate_file(server_factory, c):
 
 def test_password_from_environment(server_factory, c):
     server = server_factory(
-        APP, "--ssl-certfile", c.server_pem, "--ssl-keyfile", c.server_enc_key,
+        APP,
+        "--ssl-certfile",
+        c.server_pem,
+        "--ssl-keyfile",
+        c.server_enc_key,
         env={"FERROCORN_SSL_KEYFILE_PASSWORD": PASSWORD},
     )
     assert get_scope(server.port, client_context(c))[0]["scheme"] == "https"
@@ -213,8 +226,12 @@ def test_handshake_timeout(server_factory, c):
 
 def test_client_cert_required(server_factory, c):
     server = server_factory(
-        "tests.apps.tls_app:app", *tls_flags(c),
-        "--ssl-ca-certs", c.ca_pem, "--ssl-cert-reqs", "required",
+        "tests.apps.tls_app:app",
+        *tls_flags(c),
+        "--ssl-ca-certs",
+        c.ca_pem,
+        "--ssl-cert-reqs",
+        "required",
     )
     assert handshake_fails(server.port, client_context(c))
     assert handshake_fails(server.port, client_context(c, cert="rogue-client"))
@@ -229,8 +246,12 @@ def test_client_cert_required(server_factory, c):
 
 def test_client_cert_optional(server_factory, c):
     server = server_factory(
-        "tests.apps.tls_app:app", *tls_flags(c),
-        "--ssl-ca-certs", c.ca_pem, "--ssl-cert-reqs", "optional",
+        "tests.apps.tls_app:app",
+        *tls_flags(c),
+        "--ssl-ca-certs",
+        c.ca_pem,
+        "--ssl-cert-reqs",
+        "optional",
     )
     ext = scope_tls(server.port, client_context(c))["tls"]
     assert ext["client_cert_chain"] == [] and ext["client_cert_name"] is None
@@ -327,7 +348,9 @@ def test_error_mismatched_key(c):
 
 def test_error_wrong_password(c):
     line = assert_startup_error(
-        *tls_flags(c, "server", "server-enc"), "--ssl-keyfile-password", "wrong",
+        *tls_flags(c, "server", "server-enc"),
+        "--ssl-keyfile-password",
+        "wrong",
         needle="server-enc.key",
     )
     assert "wrong password" in line
@@ -338,13 +361,15 @@ def test_error_encrypted_key_without_password(c):
 
 
 def test_error_not_a_certificate(c):
-    assert_startup_error("--ssl-certfile", c.server_key, "--ssl-keyfile", c.server_key,
-                         needle="no PEM certificate")
+    assert_startup_error(
+        "--ssl-certfile", c.server_key, "--ssl-keyfile", c.server_key, needle="no PEM certificate"
+    )
 
 
 def test_error_unknown_cipher(c):
-    assert_startup_error(*tls_flags(c), "--ssl-ciphers", "TLS_AES_128_GCM_SHA256:RC4-MD5",
-                         needle="RC4-MD5")
+    assert_startup_error(
+        *tls_flags(c), "--ssl-ciphers", "TLS_AES_128_GCM_SHA256:RC4-MD5", needle="RC4-MD5"
+    )
 
 
 def test_error_cert_reqs_without_ca(c):
@@ -357,6 +382,11 @@ def test_error_keyfile_without_certfile(c):
 
 def test_error_no_cipher_for_the_minimum_version(c):
     # Only TLS 1.2 suites while TLS 1.3 is the minimum: nothing could ever be negotiated.
-    assert_startup_error(*tls_flags(c), "--ssl-min-version", "1.3",
-                         "--ssl-ciphers", "ECDHE-ECDSA-AES128-GCM-SHA256",
-                         needle="nothing usable")
+    assert_startup_error(
+        *tls_flags(c),
+        "--ssl-min-version",
+        "1.3",
+        "--ssl-ciphers",
+        "ECDHE-ECDSA-AES128-GCM-SHA256",
+        needle="nothing usable",
+    )

@@ -1,7 +1,7 @@
 """WebSockets (ASGI websocket spec, RFC 6455), black-box.
 
 Well-behaved traffic goes through the ``websockets`` client library; protocol abuse and the
-backpressure checks use raw sockets and hand-built frames (``tests/wsraw.py``).  The app is
+backpressure checks use raw sockets and hand-built frames (``tests/support/wsraw.py``).  The app is
 ``tests/apps/ws_app.py``; observations from inside the app come back through ``GET /report``.
 """
 
@@ -25,14 +25,14 @@ from websockets.asyncio.client import connect  # noqa: E402
 from websockets.exceptions import ConnectionClosed, InvalidStatus  # noqa: E402
 
 from tests.apps.common import pattern_chunk  # noqa: E402
-from tests.helpers import (  # noqa: E402
+from tests.support.helpers import (  # noqa: E402
     RawConnection,
     ferrocorn_argv,
     request_bytes,
     start_server,
     wait_report,
 )
-from tests.wsraw import (  # noqa: E402
+from tests.support.wsraw import (  # noqa: E402
     BINARY,
     CLOSE,
     CONT,
@@ -296,8 +296,7 @@ def test_accept_race():
     if shutil.which("taskset"):
         argv = ["taskset", "-c", "0"] + argv
     affinity = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
-    with start_server(APP, argv=argv) as srv, \
-            httpx.Client(base_url=srv.url, timeout=10) as client:
+    with start_server(APP, argv=argv) as srv, httpx.Client(base_url=srv.url, timeout=10) as client:
         if affinity and 0 in affinity:
             os.sched_setaffinity(0, {0})
         try:
@@ -531,8 +530,7 @@ def test_invalid_utf8_close_reason_closes_1007(server, client):
 
 
 def test_unmasked_client_frame_closes_1002(server, client):
-    report = expect_protocol_close(server, client, [encode_frame(TEXT, b"naked", mask=False)],
-                                   1002)
+    report = expect_protocol_close(server, client, [encode_frame(TEXT, b"naked", mask=False)], 1002)
     assert report["messages"] == 1  # only the "ready" probe
 
 
@@ -548,8 +546,16 @@ def test_unmasked_client_frame_closes_1002(server, client):
         encode_frame(PING, b"p" * 126),
         encode_frame(CONT, b"continuation without start"),
     ],
-    ids=["rsv1", "rsv2", "rsv3", "opcode3", "opcode11", "fragmented-ping", "long-ping",
-         "orphan-continuation"],
+    ids=[
+        "rsv1",
+        "rsv2",
+        "rsv3",
+        "opcode3",
+        "opcode11",
+        "fragmented-ping",
+        "long-ping",
+        "orphan-continuation",
+    ],
 )
 def test_protocol_violations_close_1002(server, client, frame):
     expect_protocol_close(server, client, [frame], 1002)
@@ -579,8 +585,9 @@ def test_max_size_boundary_is_accepted(small_server):
 
 
 def test_message_over_max_size_closes_1009(small_server, small_client):
-    report = expect_protocol_close(small_server, small_client,
-                                   [encode_frame(BINARY, b"x" * 2000)], 1009)
+    report = expect_protocol_close(
+        small_server, small_client, [encode_frame(BINARY, b"x" * 2000)], 1009
+    )
     assert report["disconnect"]["code"] == 1009
     assert report["messages"] == 1  # only the "ready" probe
 
@@ -761,8 +768,10 @@ def test_slow_client_backpressure(server, client):
         stalled = client.get("/report", params={"id": r}).json()
         assert stalled["sent"] < n, stalled  # send() did wait for the client
         growth_mb = (peak - base) / 1024.0
-        print("slow client: server RSS grew by %.1f MB; the app had sent %d of %d"
-              % (growth_mb, stalled["sent"], n))
+        print(
+            "slow client: server RSS grew by %.1f MB; the app had sent %d of %d"
+            % (growth_mb, stalled["sent"], n)
+        )
         assert growth_mb < 100, "server RSS grew by %.1f MB" % growth_mb
         for i in range(n):
             frame = ws.recv_frame(timeout=30)
@@ -805,8 +814,10 @@ def test_fast_client_backpressure(server, client):
         peak = sample_rss(server, 2.0)
         during = client.get("/report", params={"id": r}).json()
         growth_mb = (peak - base) / 1024.0
-        print("fast client: server RSS grew by %.1f MB; the client had sent %d of %d"
-              % (growth_mb, progress[0], n))
+        print(
+            "fast client: server RSS grew by %.1f MB; the client had sent %d of %d"
+            % (growth_mb, progress[0], n)
+        )
         assert growth_mb < 100, "server RSS grew by %.1f MB" % growth_mb
         assert progress[0] < n, "the server read 5,000 messages while the app slept"
         assert during["received"] == 0 and during["state"] == "sleeping", during

@@ -1,8 +1,9 @@
 """permessage-deflate (RFC 7692), black-box.
 
 The ``websockets`` client checks the ordinary path (it offers the extension by default); raw
-sockets (``tests/wsraw.py``) with Python's ``zlib`` build and read compressed frames by hand to
-check negotiation parameters, context takeover, window sizes and the failure cases.
+sockets (``tests/support/wsraw.py``) with Python's ``zlib`` build and read compressed frames
+by hand to check negotiation parameters, context takeover, window sizes and the failure
+cases.
 """
 
 import asyncio
@@ -18,8 +19,8 @@ websockets = pytest.importorskip("websockets")
 
 from websockets.asyncio.client import connect  # noqa: E402
 
-from tests.helpers import start_server, wait_report  # noqa: E402
-from tests.wsraw import BINARY, CONT, PING, PONG, TEXT, RawWebSocket, encode_frame  # noqa: E402
+from tests.support.helpers import start_server, wait_report  # noqa: E402
+from tests.support.wsraw import BINARY, CONT, PING, PONG, TEXT, RawWebSocket, encode_frame  # noqa: E402
 
 APP = "tests.apps.ws_app:app"
 TAIL = b"\x00\x00\xff\xff"
@@ -76,8 +77,10 @@ def inflate(payload, decompressor=None, wbits=15):
 
 
 def json_like(n):
-    rows = [{"id": i, "name": "user-%d" % (i % 50), "active": i % 3 == 0, "tags": ["a", "b"]}
-            for i in range(n)]
+    rows = [
+        {"id": i, "name": "user-%d" % (i % 50), "active": i % 3 == 0, "tags": ["a", "b"]}
+        for i in range(n)
+    ]
     return json.dumps(rows)
 
 
@@ -163,7 +166,8 @@ def test_server_no_context_takeover_makes_each_message_independent(server):
     offer = ("Sec-WebSocket-Extensions", "permessage-deflate; server_no_context_takeover")
     with RawWebSocket(server.port, "/echo", extra_headers=[offer]) as ws:
         assert ws.header("sec-websocket-extensions") == (
-            "permessage-deflate; server_no_context_takeover")
+            "permessage-deflate; server_no_context_takeover"
+        )
         sizes = []
         for _ in range(3):
             ws.send_frame(TEXT, text)
@@ -176,11 +180,14 @@ def test_server_no_context_takeover_makes_each_message_independent(server):
 
 
 def test_client_no_context_takeover_is_echoed_and_fresh_streams_decode(server):
-    offer = ("Sec-WebSocket-Extensions",
-             "permessage-deflate; client_no_context_takeover; client_max_window_bits")
+    offer = (
+        "Sec-WebSocket-Extensions",
+        "permessage-deflate; client_no_context_takeover; client_max_window_bits",
+    )
     with RawWebSocket(server.port, "/echo", extra_headers=[offer]) as ws:
         assert ws.header("sec-websocket-extensions") == (
-            "permessage-deflate; client_no_context_takeover")
+            "permessage-deflate; client_no_context_takeover"
+        )
         decompressor = zlib.decompressobj(-15)
         for i in range(3):
             message = ("independent %d " % i).encode() * 200
@@ -197,7 +204,8 @@ def test_server_max_window_bits_is_honoured(server):
     offer = ("Sec-WebSocket-Extensions", "permessage-deflate; server_max_window_bits=10")
     with RawWebSocket(server.port, "/echo", extra_headers=[offer]) as ws:
         assert ws.header("sec-websocket-extensions") == (
-            "permessage-deflate; server_max_window_bits=10")
+            "permessage-deflate; server_max_window_bits=10"
+        )
         decompressor = zlib.decompressobj(-10)
         for _ in range(3):
             ws.send_frame(BINARY, message)
@@ -210,7 +218,8 @@ def test_server_max_window_bits_8_is_accepted_and_sent_uncompressed(server):
     offer = ("Sec-WebSocket-Extensions", "permessage-deflate; server_max_window_bits=8")
     with RawWebSocket(server.port, "/echo", extra_headers=[offer]) as ws:
         assert ws.header("sec-websocket-extensions") == (
-            "permessage-deflate; server_max_window_bits=8")
+            "permessage-deflate; server_max_window_bits=8"
+        )
         text = b"eight bits " * 100
         ws.send_frame(TEXT, compress(text), rsv=4)
         frame, _ = ws.recv_until((TEXT,))
@@ -220,22 +229,30 @@ def test_server_max_window_bits_8_is_accepted_and_sent_uncompressed(server):
 @pytest.mark.parametrize(
     "value, expected",
     [
-        ("permessage-deflate; server_max_window_bits=7, "
-         "permessage-deflate; client_no_context_takeover",
-         "permessage-deflate; client_no_context_takeover"),
-        ("permessage-deflate; server_no_context_takeover; server_no_context_takeover, "
-         "permessage-deflate", "permessage-deflate"),
+        (
+            "permessage-deflate; server_max_window_bits=7, "
+            "permessage-deflate; client_no_context_takeover",
+            "permessage-deflate; client_no_context_takeover",
+        ),
+        (
+            "permessage-deflate; server_no_context_takeover; server_no_context_takeover, "
+            "permessage-deflate",
+            "permessage-deflate",
+        ),
         ("x-unknown-ext; a=1, permessage-deflate; bogus_param", None),
         ("permessage-deflate; server_max_window_bits", None),
         ("permessage-deflate; client_max_window_bits=16", None),
-        ("permessage-deflate; client_max_window_bits=\"12\"", "permessage-deflate"),
-        ("PerMessage-Deflate; Server_No_Context_Takeover",
-         "permessage-deflate; server_no_context_takeover"),
+        ('permessage-deflate; client_max_window_bits="12"', "permessage-deflate"),
+        (
+            "PerMessage-Deflate; Server_No_Context_Takeover",
+            "permessage-deflate; server_no_context_takeover",
+        ),
     ],
 )
 def test_offer_parsing(server, value, expected):
-    with RawWebSocket(server.port, "/echo",
-                      extra_headers=[("Sec-WebSocket-Extensions", value)]) as ws:
+    with RawWebSocket(
+        server.port, "/echo", extra_headers=[("Sec-WebSocket-Extensions", value)]
+    ) as ws:
         assert ws.header("sec-websocket-extensions") == expected
         ws.send_text("still works")
         frame, _ = ws.recv_until((TEXT,))
@@ -245,11 +262,14 @@ def test_offer_parsing(server, value, expected):
 
 
 def test_offers_on_several_header_lines(server):
-    headers = [("Sec-WebSocket-Extensions", "permessage-deflate; server_max_window_bits=99"),
-               ("Sec-WebSocket-Extensions", "permessage-deflate; server_max_window_bits=12")]
+    headers = [
+        ("Sec-WebSocket-Extensions", "permessage-deflate; server_max_window_bits=99"),
+        ("Sec-WebSocket-Extensions", "permessage-deflate; server_max_window_bits=12"),
+    ]
     with RawWebSocket(server.port, "/echo", extra_headers=headers) as ws:
         assert ws.header("sec-websocket-extensions") == (
-            "permessage-deflate; server_max_window_bits=12")
+            "permessage-deflate; server_max_window_bits=12"
+        )
 
 
 def test_app_extensions_header_is_not_duplicated(server):
@@ -301,8 +321,13 @@ def expect_close(port, frames, code, client, extra_headers=(PMD,)):
 
 
 def test_rsv1_without_negotiation_closes_1002(server, client):
-    report = expect_close(server.port, [encode_frame(TEXT, compress(b"hello" * 20), rsv=4)],
-                          1002, client, extra_headers=())
+    report = expect_close(
+        server.port,
+        [encode_frame(TEXT, compress(b"hello" * 20), rsv=4)],
+        1002,
+        client,
+        extra_headers=(),
+    )
     assert report["disconnect"]["code"] == 1002
     assert report["messages"] == 1
 
@@ -314,8 +339,8 @@ def test_fragmented_compressed_message(server):
     with RawWebSocket(server.port, "/echo", extra_headers=[PMD]) as ws:
         ws.send_frame(TEXT, payload[:third], fin=False, rsv=4)
         ws.send_frame(PING, b"in between")
-        ws.send_frame(CONT, payload[third:2 * third], fin=False)
-        ws.send_frame(CONT, payload[2 * third:], fin=True)
+        ws.send_frame(CONT, payload[third : 2 * third], fin=False)
+        ws.send_frame(CONT, payload[2 * third :], fin=True)
         pong, _ = ws.recv_until((PONG,))
         assert pong.payload == b"in between" and pong.rsv == 0
         frame, _ = ws.recv_until((TEXT,))
@@ -324,8 +349,10 @@ def test_fragmented_compressed_message(server):
 
 def test_rsv1_on_a_continuation_closes_1002(server, client):
     payload = compress(b"abc" * 100)
-    frames = [encode_frame(BINARY, payload[:5], fin=False, rsv=4),
-              encode_frame(CONT, payload[5:], fin=True, rsv=4)]
+    frames = [
+        encode_frame(BINARY, payload[:5], fin=False, rsv=4),
+        encode_frame(CONT, payload[5:], fin=True, rsv=4),
+    ]
     expect_close(server.port, frames, 1002, client)
 
 
@@ -343,8 +370,9 @@ def test_corrupt_compressed_data_closes_1007(server, client):
 def test_deflate_bomb_closes_1009(small_server, small_client):
     bomb = compress(b"\x00" * (50 << 20))  # 50 MB of zeros in about 50 KB
     assert len(bomb) < 100000
-    report = expect_close(small_server.port, [encode_frame(BINARY, bomb, rsv=4)], 1009,
-                          small_client)
+    report = expect_close(
+        small_server.port, [encode_frame(BINARY, bomb, rsv=4)], 1009, small_client
+    )
     assert report["disconnect"]["code"] == 1009
     assert report["messages"] == 1
 
@@ -352,8 +380,10 @@ def test_deflate_bomb_closes_1009(small_server, small_client):
 def test_fragmented_bomb_closes_1009(small_server, small_client):
     bomb = compress(b"a" * (1 << 20))
     half = len(bomb) // 2
-    frames = [encode_frame(TEXT, bomb[:half], fin=False, rsv=4),
-              encode_frame(CONT, bomb[half:], fin=True)]
+    frames = [
+        encode_frame(TEXT, bomb[:half], fin=False, rsv=4),
+        encode_frame(CONT, bomb[half:], fin=True),
+    ]
     expect_close(small_server.port, frames, 1009, small_client)
 
 

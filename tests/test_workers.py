@@ -15,7 +15,13 @@ from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 
-from tests.helpers import SERVER_PYTHON, RawConnection, request_bytes, run_ferrocorn, wait_until
+from tests.support.helpers import (
+    SERVER_PYTHON,
+    RawConnection,
+    request_bytes,
+    run_ferrocorn,
+    wait_until,
+)
 
 APP = "tests.apps.workers:app"
 STARTED_RE = re.compile(r"Started worker \[(\d+)\]")

@@ -28,7 +28,7 @@ collections.abc.Coroutine.register(AppRun)
 
 
 if sys.implementation.name == "pypy":
-    from ._pypy_http import http_receive, http_send
+    from ._pypy.http import http_receive, http_send
 
 
 async def _run_asgi_py(app: Any, scope: dict, proto: Any) -> None:

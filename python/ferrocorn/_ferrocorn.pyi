@@ -6,15 +6,28 @@ hot path.  Python owns configuration, sockets, lifespan, signals and logging.
 
 import asyncio
 import os
-from typing import Any, Awaitable, Callable, Literal
+from typing import Any, Awaitable, Callable, Literal, final
 
-from .config import Config
+from typing_extensions import Self
+
+__all__ = [
+    "__version__",
+    "ClientDisconnected",
+    "Core",
+    "HttpProtocol",
+    "WebSocketProtocol",
+    "Ready",
+    "AppRun",
+    "promote_request_task",
+    "TlsConfig",
+]
 
 __version__: str
 
 class ClientDisconnected(OSError):
     """Raised by ``send()`` once the client has gone away or the response is complete."""
 
+@final
 class HttpProtocol:
     """One HTTP request/response exchange; created by the core, never by users."""
 
@@ -33,19 +46,19 @@ class HttpProtocol:
         (and a logged fault); one that raises instead gets its HTTP/2 stream reset.
         """
     def receive_ready(self) -> bytearray | bool | None:
-        """``receive()``'s message taken apart, when it is ready now (PyPy): the body of
+        """``receive()``'s message taken apart, when it is ready now (PyPy builds only): the body of
         an ``http.request`` (its ``more_body`` is ``more_body_pending()``), False for
         ``http.disconnect``; None when it has to wait (then call ``receive``)."""
     def more_body_pending(self) -> bool:
-        """``more_body`` of the body ``receive_ready`` just returned."""
+        """``more_body`` of the body ``receive_ready`` just returned (PyPy builds only)."""
     def send_start_packed(
         self, status: int, headers: bytes, count: int, trailers: bool
     ) -> Awaitable[None] | None:
-        """``send()`` of an ``http.response.start`` taken apart in Python (PyPy):
+        """``send()`` of an ``http.response.start`` taken apart in Python (PyPy builds only):
         ``count`` header pairs packed ``name\\0value\\0...``.  None, with nothing changed,
         when the packing or a header does not check out: pass the message to ``send`` then."""
     def send_body_bytes(self, body: bytes | bytearray, more_body: bool) -> Awaitable[None]:
-        """``send()`` of an ``http.response.body`` taken apart in Python (PyPy)."""
+        """``send()`` of an ``http.response.body`` taken apart in Python (PyPy builds only)."""
     def complete(self) -> str | None:
         """Called when the app returned; a str names a protocol fault to log."""
     def fail(self, exc: BaseException) -> bool:
@@ -54,13 +67,14 @@ class HttpProtocol:
         """(client "host:port", method, path with query, http_version, status, body bytes,
         seconds since the request arrived)."""
 
+@final
 class AppRun:
     """The task body of one request: ``asyncio.Task(AppRun(app, scope, proto))`` calls
     ``app(scope, proto.receive, proto.send)``, steps the result like a coroutine, and reports
     the return or the exception to ``proto`` (logging faults and tracebacks on
     ``ferrocorn.error``).  Registered as a ``collections.abc.Coroutine``; ``await`` works."""
 
-    def __init__(self, app: Any, scope: dict[str, Any], proto: Any) -> None:
+    def __new__(cls, app: Any, scope: dict[str, Any], proto: Any) -> Self:
         """``proto``: the request's ``HttpProtocol``/``WebSocketProtocol`` (or any object with
         their ``receive``, ``send``, ``complete`` and ``fail``)."""
     def __await__(self) -> AppRun: ...
@@ -76,18 +90,36 @@ class AppRun:
     def cr_code(self) -> Any: ...
     @property
     def cr_running(self) -> bool: ...
+    @property
+    def __qualname__(self) -> Any:  # type: ignore[override]
+        """The app's coroutine's ``__qualname__`` (introspection sees the app, not the
+        wrapper)."""
+
+@final
+class Ready:
+    """An awaitable that is already complete: ``await`` gives its value (None when it has
+    none) without a loop iteration; created by the core, never by users."""
+
+    def __await__(self) -> Ready: ...
+    def __iter__(self) -> Ready: ...
+    def __next__(self) -> Any:
+        """Finishes at once: ``StopIteration`` carries the value."""
+    def send(self, _value: Any) -> Any: ...
+    def throw(self, exc: Any, _value: Any = None, _tb: Any = None) -> None: ...
+    def close(self) -> None: ...
 
 def promote_request_task(task: asyncio.Task[Any]) -> None:
     """Set up ``task`` as a real ``asyncio.Task`` if it is the not yet initialised task of
     the request whose first step is running (``_request_task.RequestTask`` calls it)."""
 
+@final
 class TlsConfig:
     """A loaded TLS configuration (rustls).  The constructor reads and checks every file and
     raises ``ValueError`` with a one-line message for a missing file, a key that does not
     match the certificate, a wrong password or an unknown cipher suite name."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         certfile: str | os.PathLike[str],
         keyfile: str | os.PathLike[str] | None = None,
         *,
@@ -96,11 +128,13 @@ class TlsConfig:
         cert_reqs: Literal["none", "optional", "required"] = "none",
         min_version: Literal["1.2", "1.3"] = "1.2",
         ciphers: str | None = None,
-        handshake_timeout: float | None = 10.0,
-    ) -> None: ...
+        handshake_timeout: float | None = ...,  # 10.0
+    ) -> Self: ...
     @property
     def server_cert(self) -> str:
         """The server certificate, PEM-encoded."""
+
+@final
 class WebSocketProtocol:
     """One WebSocket connection (ASGI websocket scope); created by the core."""
 
@@ -110,21 +144,23 @@ class WebSocketProtocol:
     def fail(self, exc: BaseException) -> bool: ...
     def access_info(self) -> tuple[str, str, str, str, int, int, float]: ...
 
+@final
 class Core:
     """The Rust server core of one worker process."""
 
-    def __init__(
-        self,
+    def __new__(
+        cls,
         app: Callable[..., Awaitable[None]],
         event_loop: asyncio.AbstractEventLoop,
         runner: Callable[[Any, dict[str, Any], HttpProtocol], Awaitable[None]],
-        config: Config,
+        config: Any,
         *,
         forwarded_app: Callable[..., Awaitable[None]] | None = None,
         forwarded_runner: Callable[[Any, dict[str, Any], Any], Awaitable[None]] | None = None,
         state: dict[str, Any] | None = None,
-    ) -> None:
-        """``config``: the validated ``ferrocorn.Config``; the core reads its attributes."""
+    ) -> Self:
+        """``config``: a validated ``ferrocorn.Config``; the core reads its attributes
+        (src/core/options.rs)."""
     def listen_tcp(self, fd: int) -> None:
         """Serve a bound, listening TCP socket; the core takes ownership of ``fd``."""
     def listen_unix(self, fd: int, path: str) -> None:

@@ -1,5 +1,5 @@
-"""Request tasks that are set up only if they must be: ``RequestTask`` on CPython 3.11 (with
-``src/asgi/lazy_task.rs``) and ``PyPyRequestTask`` with ``pypy_starter`` on PyPy.
+"""CPython 3.11: ``RequestTask``, a request task that is set up only if it must be (with
+``src/asgi/lazy_task.rs``; PyPy's counterpart is ``_pypy/starter.py``).
 
 The core allocates one per request without running ``__init__``, makes it the current task
 and runs the app's first step in the drain (see ``src/asgi/lazy_task.rs``). Most small
@@ -8,23 +8,19 @@ no loop callback, no entry in asyncio's set of all tasks. A handler that waits g
 same object initialised as a real ``asyncio.Task``, so anything that saw it as
 ``current_task()`` keeps a valid task.
 
-On CPython, until then, the methods below need a real task: each initialises it first (``_promote``
-does nothing for a task that is already one), then runs ``asyncio.Task``'s own method.
-``done()`` and ``cancelled()`` are left as they are: both are False for a task that is
-still in its first step, and that is what they return for one not yet initialised.
+Until then, the methods below need a real task: each initialises it first (``_promote``
+does nothing for a task that is already one), then runs ``asyncio.Task``'s own method
+(``_lazy_task.py``). ``done()`` and ``cancelled()`` are left as they are: both are False for
+a task that is still in its first step, and that is what they return for one not yet
+initialised.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections.abc
-import contextvars
-from asyncio import tasks as _tasks
-from typing import Any, Callable
+import sys
 
-from ._pypy_scope import scope_unpacker
-
-TASK_NAME = "ferrocorn.app"
+from ._lazy_task import NEEDS_A_REAL_TASK, promoting
 
 try:
     from ._ferrocorn import promote_request_task as _promote
@@ -36,179 +32,13 @@ class RequestTask(asyncio.Task):  # type: ignore[type-arg]
     __slots__ = ()
 
 
-def _promoting(name: str, promote: Callable[[Any], None]) -> Callable[..., Any]:
-    task_method = getattr(asyncio.Task, name)
-
-    def method(self: asyncio.Task, *args: Any, **kwargs: Any) -> Any:  # type: ignore[type-arg]
-        promote(self)
-        return task_method(self, *args, **kwargs)
-
-    method.__name__ = method.__qualname__ = name
-    method.__doc__ = task_method.__doc__
-    return method
-
-
-_NEEDS_A_REAL_TASK = (
-    "add_done_callback",
-    "remove_done_callback",
-    "result",
-    "exception",
-    "set_result",
-    "set_exception",
-    "cancel",
-    "cancelling",
-    "uncancel",
-    "get_loop",
-    "get_coro",
-    "get_name",
-    "set_name",
-    "get_stack",
-    "print_stack",
-    "__await__",
-    "__iter__",
-    "__repr__",
-)
-
-for _name in _NEEDS_A_REAL_TASK:
+for _name in NEEDS_A_REAL_TASK:
     if hasattr(asyncio.Task, _name):
-        setattr(RequestTask, _name, _promoting(_name, _promote))
+        setattr(RequestTask, _name, promoting(_name, _promote))
 del _name
 
 
-# ---------------------------------------------------------------------------------------------
-# PyPy: the same idea in Python. asyncio's Task is pure Python there (JIT-compiled), and what
-# costs is each call between the extension and Python, so the core makes one call per request
-# to ``start`` (from ``pypy_starter``), which runs the wrapper's first step and sets up the
-# task only if it is needed. PyPy has no reference counts to tell whether a finished task is
-# still held, so a finished one is completed in place (a done future) if anything touches it.
-
-
-class _FirstStep:
-    """A PyPy request between its first step and its task's set-up."""
-
-    __slots__ = ("body", "context", "loop", "yielded", "finished")
-
-    def __init__(self, body: Any, context: Any, loop: Any) -> None:
-        self.body = body
-        self.context = context
-        self.loop = loop
-        self.yielded: Any = None
-        self.finished = False
-
-
-class PyPyRequestTask(asyncio.Task):  # type: ignore[type-arg]
-    # Until set up: the _FirstStep; None for a real task.
-    _ferrocorn_first_step: _FirstStep | None = None
-    # An allocated-only task must not report itself as "destroyed while pending".
-    _log_destroy_pending = False
-
-
-def _set_up(task: Any) -> None:
-    """Makes ``task`` a real task: a running one, or a done one if its request finished."""
-    first = task._ferrocorn_first_step
-    if first is None:
-        return
-    task._ferrocorn_first_step = None
-    if first.finished:
-        # Done with result None, as the task would be; nothing is scheduled.
-        asyncio.Future.__init__(task, loop=first.loop)
-        task._coro = first.body
-        task._name = TASK_NAME
-        task._context = first.context
-        task._fut_waiter = None
-        task._must_cancel = False
-        asyncio.Future.set_result(task, None)
-        return
-    asyncio.Task.__init__(task, _Handoff(first), loop=first.loop, name=TASK_NAME)
-    # Later steps run in the context the first one ran in (Python 3.9's Task has no
-    # ``context`` argument; its first step only hands over, so its copy does not matter).
-    task._context = first.context
-
-
-class _Handoff:
-    """The set-up task's coroutine: its first step hands over what the request's first step
-    yielded (or finishes, if the request did); later steps go to the wrapper's coroutine.
-    An object rather than a generator, so that an exception thrown in before its first step
-    (a cancellation) still reaches the app, which is suspended at an ``await``."""
-
-    __slots__ = ("_first", "_started")
-
-    def __init__(self, first: _FirstStep) -> None:
-        self._first = first
-        self._started = False
-
-    def send(self, value: Any) -> Any:
-        first = self._first
-        if not self._started:
-            self._started = True
-            if first.finished:
-                raise StopIteration
-            yielded, first.yielded = first.yielded, None
-            return yielded
-        return first.body.send(value)
-
-    def throw(self, typ: Any, val: Any = None, tb: Any = None) -> Any:
-        self._started = True
-        if val is None and tb is None:
-            return self._first.body.throw(typ)
-        return self._first.body.throw(typ, val, tb)
-
-    def close(self) -> None:
-        self._first.body.close()
-
-    def __next__(self) -> Any:
-        return self.send(None)
-
-    def __iter__(self) -> _Handoff:
-        return self
-
-    def __await__(self) -> _Handoff:
-        return self
-
-    # Introspection (inspect.getcoroutinestate, Task.get_stack) sees the wrapper's coroutine.
-    cr_running = property(lambda self: self._first.body.cr_running)
-    cr_frame = property(lambda self: self._first.body.cr_frame)
-    cr_await = property(lambda self: self._first.body.cr_await)
-    cr_code = property(lambda self: self._first.body.cr_code)
-
-
-collections.abc.Coroutine.register(_Handoff)
-
-
-def pypy_starter(
-    loop: Any, root_path: str = "", state: dict | None = None
-) -> Callable[[Any, Any, Any, Any], None]:
-    """``start(wrapper, app, scope, proto)``: one request's task, its first step run now.
-    ``scope`` is the dict, or an ``http`` scope packed into a bytearray (``_pypy_scope.py``)."""
-    unpack = scope_unpacker(root_path, state)
-    enter_task = _tasks._enter_task
-    leave_task = _tasks._leave_task
-    copy_context = contextvars.copy_context
-    new_task = PyPyRequestTask.__new__
-
-    def first_step(task: Any, first: _FirstStep) -> None:
-        enter_task(loop, task)
-        try:
-            first.yielded = first.body.send(None)
-        except StopIteration:
-            first.finished = True
-        finally:
-            leave_task(loop, task)
-
-    def start(wrapper: Any, app: Any, scope: Any, proto: Any) -> None:
-        if type(scope) is bytearray:
-            scope = unpack(scope)
-        task = new_task(PyPyRequestTask)
-        first = _FirstStep(wrapper(app, scope, proto), copy_context(), loop)
-        task._ferrocorn_first_step = first
-        first.context.run(first_step, task, first)
-        if not first.finished:
-            _set_up(task)
-
-    return start
-
-
-for _name in (*_NEEDS_A_REAL_TASK, "done", "cancelled"):
-    if hasattr(asyncio.Task, _name):
-        setattr(PyPyRequestTask, _name, _promoting(_name, _set_up))
-del _name
+if sys.implementation.name == "pypy":
+    # Where the core's PyPy build looks for it until it imports ``ferrocorn._pypy.starter``
+    # itself (src/core.rs); drop this once it does.
+    from ._pypy.starter import pypy_starter  # noqa: F401

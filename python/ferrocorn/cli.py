@@ -380,8 +380,7 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     "--http",
     type=click.Choice(HTTP_MODES),
     default=_DEFAULTS["http"],
-    help="Protocols: 'auto' is HTTP/1.1 plus HTTP/2 (ALPN on TLS, prior knowledge on "
-    "cleartext).",
+    help="Protocols: 'auto' is HTTP/1.1 plus HTTP/2 (ALPN on TLS, prior knowledge on cleartext).",
 )
 @_option(
     "--http2-max-concurrent-streams",

@@ -668,11 +668,15 @@ class Config:
             "http2_max_concurrent_streams", http2_max_concurrent_streams, 1, 2**32 - 1
         )
         self.http2_initial_stream_window_size = _check_int(
-            "http2_initial_stream_window_size", http2_initial_stream_window_size, 65535,
+            "http2_initial_stream_window_size",
+            http2_initial_stream_window_size,
+            65535,
             _H2_MAX_WINDOW,
         )
         self.http2_initial_connection_window_size = _check_int(
-            "http2_initial_connection_window_size", http2_initial_connection_window_size, 65535,
+            "http2_initial_connection_window_size",
+            http2_initial_connection_window_size,
+            65535,
             _H2_MAX_WINDOW,
         )
         self.http2_max_frame_size = _check_int(

@@ -13,16 +13,14 @@ from typing import Any, Callable, Coroutine
 
 from ._asgi import select_runner
 from ._ferrocorn import Core
+from ._process_contract import EXIT_CONFIG_ERROR, EXIT_OK, EXIT_STARTUP_FAILED, log_listening
 from .config import Config, ConfigError
 from .lifespan import Lifespan
 from .metrics import MetricsServer, RequestMetrics, log_endpoint, open_metrics_socket
 from .proxy_headers import ProxyHeadersMiddleware
+from .supervisor import Supervisor
 
 logger = logging.getLogger("ferrocorn.error")
-
-EXIT_OK = 0
-EXIT_CONFIG_ERROR = 1
-EXIT_STARTUP_FAILED = 3
 
 _HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _TICK = 0.05
@@ -261,27 +259,12 @@ def _cancel_all_tasks(loop: asyncio.AbstractEventLoop) -> None:
         loop.run_until_complete(asyncio.gather(*pending, return_exceptions=True))
 
 
-def log_listening(addresses: list[tuple[Any, ...]], scheme: str = "http") -> None:
-    """The "Ferrocorn running on ..." lines (tests and users wait for them)."""
-    for address in addresses:
-        if len(address) == 1:
-            logger.info("Ferrocorn running on unix socket %s (Press CTRL+C to quit)", address[0])
-        else:
-            host, port = address
-            shown = f"[{host}]" if ":" in str(host) else host
-            logger.info(
-                "Ferrocorn running on %s://%s:%d (Press CTRL+C to quit)", scheme, shown, port
-            )
-
-
 def run_config(config: Config) -> int:
     """Configure logging, serve until shutdown; the process exit code (0, 1 or 3).
 
     With ``workers > 1`` or ``reload`` this process becomes the supervisor of worker processes.
     """
     if config.workers > 1 or config.reload:
-        from .supervisor import Supervisor  # imported late: supervisor.py imports this module
-
         return Supervisor(config).run()
     return run_server(Server(config))
 

@@ -57,11 +57,19 @@ from collections.abc import Iterator
 from pathlib import PurePath
 from typing import Any, Callable
 
+from ._process_contract import (
+    EXIT_CONFIG_ERROR,
+    EXIT_OK,
+    EXIT_STARTUP_FAILED,
+    PAYLOAD_ENV,
+    READY_LINE,
+    RECYCLE_LINE,
+    encode_payload,
+    log_listening,
+)
 from .config import Config, ConfigError, socket_kind
 from .metrics import log_endpoint, open_metrics_socket
-from .server import EXIT_CONFIG_ERROR, EXIT_OK, EXIT_STARTUP_FAILED, log_listening
 from .supervisor_metrics import SupervisorMetrics
-from .worker import PAYLOAD_ENV, READY_LINE, RECYCLE_LINE, encode_payload
 
 logger = logging.getLogger("ferrocorn.error")
 

@@ -15,40 +15,28 @@ port of its own.
 from __future__ import annotations
 
 import argparse
-import base64
 import logging
 import os
-import pickle
 import signal
 import socket
 import sys
 import threading
 import time
-from typing import Any
 
+from ._process_contract import (
+    EXIT_CONFIG_ERROR,
+    PAYLOAD_ENV,
+    READY_LINE,
+    RECYCLE_LINE,
+    decode_payload,
+)
 from .config import Config, ConfigError
 from .metrics import MetricsChannel
-from .server import EXIT_CONFIG_ERROR, Server, run_server
+from .server import Server, run_server
 
 logger = logging.getLogger("ferrocorn.error")
 
-# The pickled worker payload (see encode_payload); read and removed from the environment at once.
-PAYLOAD_ENV = "_FERROCORN_WORKER"
-READY_LINE = b"ready\n"
-RECYCLE_LINE = b"recycle\n"
 _PARENT_CHECK_INTERVAL = 0.5
-
-
-def encode_payload(payload: dict[str, Any]) -> str:
-    """For the supervisor: ``payload`` as an environment-variable value."""
-    return base64.b64encode(pickle.dumps(payload, protocol=pickle.HIGHEST_PROTOCOL)).decode()
-
-
-def _decode_payload(value: str) -> dict[str, Any]:
-    payload = pickle.loads(base64.b64decode(value))
-    if not isinstance(payload, dict):
-        raise ValueError("not a worker payload")
-    return payload
 
 
 class WorkerServer(Server):
@@ -154,7 +142,7 @@ def main(argv: list[str] | None = None) -> int:
     try:
         if encoded is None:
             raise ValueError(f"{PAYLOAD_ENV} is not set")
-        payload = _decode_payload(encoded)
+        payload = decode_payload(encoded)
     except Exception as exc:  # a broken payload is a bug or a manual start: say so briefly
         print(
             f"Error: ferrocorn.worker is started by the ferrocorn supervisor ({exc}).",

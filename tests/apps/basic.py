@@ -546,7 +546,7 @@ async def app(scope, receive, send):
     path = scope["path"]
     root = scope.get("root_path", "")
     if root and path.startswith(root):
-        path = path[len(root):] or "/"
+        path = path[len(root) :] or "/"
     query = parse_qs(scope["query_string"].decode("latin-1"), keep_blank_values=True)
     handler = ROUTES.get(path)
     if handler is None and path.startswith("/scope/"):

@@ -14,7 +14,7 @@ def pattern_chunk(offset, size):
     """Bytes [offset, offset+size) of the infinite repeated pattern (size <= 1 MiB)."""
     assert size <= len(BLOCK)
     start = offset % len(BLOCK)
-    return _DOUBLE[start:start + size]
+    return _DOUBLE[start : start + size]
 
 
 def iter_pattern(total, chunk=1 << 20):
@@ -31,3 +31,18 @@ def pattern_sha256(total):
     for piece in iter_pattern(total):
         h.update(piece)
     return h.hexdigest()
+
+
+async def lifespan(scope, receive, send, on_startup=None):
+    """The ASGI lifespan protocol for an app with nothing to set up: answers startup (after
+    ``on_startup(scope)``, when given) and shutdown, then returns. Apps whose lifespan fails,
+    raises or waits keep their own."""
+    while True:
+        message = await receive()
+        if message["type"] == "lifespan.startup":
+            if on_startup is not None:
+                on_startup(scope)
+            await send({"type": "lifespan.startup.complete"})
+        elif message["type"] == "lifespan.shutdown":
+            await send({"type": "lifespan.shutdown.complete"})
+            return

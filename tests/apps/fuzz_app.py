@@ -17,13 +17,15 @@ import asyncio
 import json
 from urllib.parse import parse_qs
 
+from tests.apps.common import lifespan
+
 ALLOWED = (TypeError, ValueError, RuntimeError, KeyError, OSError)
 REPORTS = {}
 
 
 def decode(value):
     if isinstance(value, dict) and len(value) == 1:
-        (tag, inner), = value.items()
+        ((tag, inner),) = value.items()
         if tag == "b":
             return inner.encode("latin-1")
         if tag == "s":
@@ -58,8 +60,13 @@ async def read_body(receive):
 
 
 async def respond(send, status, body):
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", b"application/json")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -76,8 +83,13 @@ async def route_send(query, receive, send):
                 await send(message)
                 results.append({"outcome": "ok"})
             except Exception as exc:  # noqa: BLE001 - the outcome is the point
-                results.append({"outcome": type(exc).__name__,
-                                "allowed": isinstance(exc, ALLOWED), "msg": str(exc)[:200]})
+                results.append(
+                    {
+                        "outcome": type(exc).__name__,
+                        "allowed": isinstance(exc, ALLOWED),
+                        "msg": str(exc)[:200],
+                    }
+                )
     finally:
         REPORTS[rid] = {"results": results}
 
@@ -93,8 +105,13 @@ async def route_receive(query, receive, send):
             message = await asyncio.wait_for(receive(), 20)
             body = message.get("body", b"")
             total += len(body)
-            messages.append({"type": message["type"], "len": len(body),
-                             "more_body": message.get("more_body", False)})
+            messages.append(
+                {
+                    "type": message["type"],
+                    "len": len(body),
+                    "more_body": message.get("more_body", False),
+                }
+            )
             if message["type"] != "http.request" or not message.get("more_body", False):
                 break
     except BaseException as exc:
@@ -108,13 +125,8 @@ async def route_receive(query, receive, send):
 
 async def app(scope, receive, send):
     if scope["type"] == "lifespan":
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+        await lifespan(scope, receive, send)
+        return
     if scope["type"] != "http":
         return
     query = parse_qs(scope["query_string"].decode("latin-1"))

@@ -20,7 +20,7 @@ import hashlib
 import json
 from urllib.parse import parse_qs
 
-from tests.apps.common import iter_pattern
+from tests.apps.common import iter_pattern, lifespan
 
 REPORTS = {}
 HITS = {}
@@ -33,8 +33,13 @@ def qparam(query, name, default=None):
 
 
 async def respond(send, status, body, content_type=b"text/plain"):
-    await send({"type": "http.response.start", "status": status,
-                "headers": [(b"content-type", content_type)]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": status,
+            "headers": [(b"content-type", content_type)],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 
@@ -95,8 +100,13 @@ async def route_upload_sha(scope, receive, send, query):
 async def route_stream(scope, receive, send, query):
     size = int(qparam(query, "size", "100000"))
     chunk = int(qparam(query, "chunk", "65536"))
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"application/octet-stream")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"application/octet-stream")],
+        }
+    )
     for piece in iter_pattern(size, chunk):
         await send({"type": "http.response.body", "body": piece, "more_body": True})
     await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -107,16 +117,24 @@ async def route_slow_stream(scope, receive, send, query):
     rid = qparam(query, "id")
     REPORTS[rid] = {"state": "streaming"}
     try:
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"application/octet-stream")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"application/octet-stream")],
+            }
+        )
         for _ in range(1500):
             await send({"type": "http.response.body", "body": b"s" * 4096, "more_body": True})
             await asyncio.sleep(0.02)
         await send({"type": "http.response.body", "body": b"", "more_body": False})
         REPORTS[rid] = {"state": "completed"}
     except BaseException as exc:
-        REPORTS[rid] = {"state": "stopped", "exc": type(exc).__name__,
-                        "oserror": isinstance(exc, OSError)}
+        REPORTS[rid] = {
+            "state": "stopped",
+            "exc": type(exc).__name__,
+            "oserror": isinstance(exc, OSError),
+        }
         raise
 
 
@@ -178,8 +196,16 @@ async def route_bad_header(scope, receive, send, query):
     await respond_json(send, {"raised": describe(raised)})
 
 
-STATUS_VALUES = {"99": 99, "600": 600, "1000": 1000, "str200": "200", "true": True,
-                 "neg": -200, "float": 200.0, "none": None}
+STATUS_VALUES = {
+    "99": 99,
+    "600": 600,
+    "1000": 1000,
+    "str200": "200",
+    "true": True,
+    "neg": -200,
+    "float": 200.0,
+    "none": None,
+}
 
 
 async def route_bad_status(scope, receive, send, query):
@@ -206,8 +232,13 @@ async def route_bad_length(scope, receive, send, query):
     body = (b"0123456789" * 14)[:total]
     REPORTS[rid] = {"state": "started"}
     try:
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/plain"), (b"content-length", b"100")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/plain"), (b"content-length", b"100")],
+            }
+        )
         if streamed:
             await send({"type": "http.response.body", "body": body[:50], "more_body": True})
             await asyncio.sleep(0.05)
@@ -241,13 +272,8 @@ ROUTES = {
 
 async def app(scope, receive, send):
     if scope["type"] == "lifespan":
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+        await lifespan(scope, receive, send)
+        return
     path = scope["path"]
     HITS[path] = HITS.get(path, 0) + 1
     if path.startswith("/smuggled"):

@@ -10,6 +10,8 @@ import hashlib
 import json
 from urllib.parse import parse_qs
 
+from tests.apps.common import lifespan
+
 REPORTS = {}
 
 
@@ -102,13 +104,8 @@ ROUTES = {
 
 async def app(scope, receive, send):
     if scope["type"] == "lifespan":
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+        await lifespan(scope, receive, send)
+        return
     if scope["type"] == "websocket":
         await websocket_echo(receive, send)
         return

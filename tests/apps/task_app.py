@@ -142,8 +142,13 @@ async def app(scope, receive, send):
     request_var.set(scope["path"])
     await ROUTES[scope["path"]](task, out)
     body = json.dumps(out).encode()
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"application/json")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
     await send({"type": "http.response.body", "body": body})
 
 

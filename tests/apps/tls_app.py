@@ -16,6 +16,11 @@ async def app(scope, receive, send):
         "types": {k: type(v).__name__ for k, v in tls.items()} if tls is not None else None,
         "scheme": scope["scheme"],
     }
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"application/json")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
     await send({"type": "http.response.body", "body": json.dumps(report).encode()})

@@ -14,8 +14,13 @@ def _query(scope):
 
 
 async def _json(send, value):
-    await send({"type": "http.response.start", "status": 200,
-                "headers": [(b"content-type", b"application/json")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "headers": [(b"content-type", b"application/json")],
+        }
+    )
     await send({"type": "http.response.body", "body": json.dumps(value).encode()})
 
 
@@ -28,8 +33,13 @@ async def _drain(receive):
 
 async def route_scope(scope, receive, send, q):
     extensions = scope.get("extensions") or {}
-    await _json(send, {"http_version": scope["http_version"],
-                       "trailers": extensions.get("http.response.trailers")})
+    await _json(
+        send,
+        {
+            "http_version": scope["http_version"],
+            "trailers": extensions.get("http.response.trailers"),
+        },
+    )
 
 
 async def route_trailers(scope, receive, send, q):
@@ -38,18 +48,32 @@ async def route_trailers(scope, receive, send, q):
     splits = int(q.get("splits", "1"))
     chunks = [b"part-%d;" % i for i in range(parts)]
     digest = hashlib.sha256(b"".join(chunks)).hexdigest().encode()
-    await send({"type": "http.response.start", "status": 200, "trailers": True,
-                "headers": [(b"content-type", b"text/plain")]})
+    await send(
+        {
+            "type": "http.response.start",
+            "status": 200,
+            "trailers": True,
+            "headers": [(b"content-type", b"text/plain")],
+        }
+    )
     for i, chunk in enumerate(chunks):
-        await send({"type": "http.response.body", "body": chunk,
-                    "more_body": i < parts - 1})
-    fields = [(b"x-checksum", digest), (b"x-trailer", b"yes"), (b"x-extra", b"1"),
-              (b"x-extra", b"2")]
+        await send({"type": "http.response.body", "body": chunk, "more_body": i < parts - 1})
+    fields = [
+        (b"x-checksum", digest),
+        (b"x-trailer", b"yes"),
+        (b"x-extra", b"1"),
+        (b"x-extra", b"2"),
+    ]
     step = max(1, -(-len(fields) // splits))
-    groups = [fields[i:i + step] for i in range(0, len(fields), step)]
+    groups = [fields[i : i + step] for i in range(0, len(fields), step)]
     for i, group in enumerate(groups):
-        await send({"type": "http.response.trailers", "headers": group,
-                    "more_trailers": i < len(groups) - 1})
+        await send(
+            {
+                "type": "http.response.trailers",
+                "headers": group,
+                "more_trailers": i < len(groups) - 1,
+            }
+        )
 
 
 async def route_empty(scope, receive, send, q):

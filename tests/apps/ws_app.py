@@ -12,7 +12,7 @@ import struct
 import sys
 from urllib.parse import parse_qs
 
-from tests.apps.common import pattern_chunk
+from tests.apps.common import lifespan, pattern_chunk
 
 REPORTS = {}
 # asyncio.Events that ``GET /release?id=...`` sets (see ws_slow_app)
@@ -48,9 +48,9 @@ def scope_dump(scope):
         "query_string_type": type(scope.get("query_string")).__name__,
         "root_path": scope.get("root_path"),
         "headers": jsonable(scope.get("headers")),
-        "header_types": sorted({
-            "%s/%s" % (type(n).__name__, type(v).__name__) for n, v in scope.get("headers", ())
-        }),
+        "header_types": sorted(
+            {"%s/%s" % (type(n).__name__, type(v).__name__) for n, v in scope.get("headers", ())}
+        ),
         "client": jsonable(scope.get("client")),
         "client_types": [type(v).__name__ for v in scope.get("client") or ()],
         "server": jsonable(scope.get("server")),
@@ -382,28 +382,21 @@ async def http_app(scope, receive, send, path, query):
         await send_json(send, scope_dump(scope))
 
 
-async def lifespan(scope, receive, send):
-    while True:
-        message = await receive()
-        if message["type"] == "lifespan.startup":
-            state = scope.get("state")
-            if state is not None:
-                state["startup_value"] = "set-at-startup"
-            await send({"type": "lifespan.startup.complete"})
-        elif message["type"] == "lifespan.shutdown":
-            await send({"type": "lifespan.shutdown.complete"})
-            return
+def _store_startup_value(scope):
+    state = scope.get("state")
+    if state is not None:
+        state["startup_value"] = "set-at-startup"
 
 
 async def app(scope, receive, send):
     kind = scope["type"]
     if kind == "lifespan":
-        await lifespan(scope, receive, send)
+        await lifespan(scope, receive, send, on_startup=_store_startup_value)
         return
     path = scope["path"]
     root = scope.get("root_path", "")
     if root and path.startswith(root):
-        path = path[len(root):] or "/"
+        path = path[len(root) :] or "/"
     query = parse_qs(scope["query_string"].decode("latin-1"), keep_blank_values=True)
     if kind == "http":
         await http_app(scope, receive, send, path, query)

@@ -1,8 +1,10 @@
 """A minimal WebSocket echo app (pure ASGI) for the Autobahn run and the WebSocket benchmark.
 
 Every text or binary message is sent back unchanged; HTTP requests get a short 200.
-Standard library only, 3.9 syntax (it may run under PyPy).
+Standard library and tests.apps.common only, 3.9 syntax (it may run under PyPy).
 """
+
+from tests.apps.common import lifespan
 
 
 async def app(scope, receive, send):
@@ -22,14 +24,13 @@ async def app(scope, receive, send):
                 return
     elif kind == "http":
         await receive()
-        await send({"type": "http.response.start", "status": 200,
-                    "headers": [(b"content-type", b"text/plain")]})
+        await send(
+            {
+                "type": "http.response.start",
+                "status": 200,
+                "headers": [(b"content-type", b"text/plain")],
+            }
+        )
         await send({"type": "http.response.body", "body": b"ws echo"})
     elif kind == "lifespan":
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            elif message["type"] == "lifespan.shutdown":
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+        await lifespan(scope, receive, send)

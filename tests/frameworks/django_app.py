@@ -48,8 +48,9 @@ async def echo(request):
 async def stream(request):
     chunks = int(request.GET.get("chunks", "4"))
     size = int(request.GET.get("size", "1024"))
-    return StreamingHttpResponse(_shared.stream_chunks(chunks, size),
-                                 content_type="application/octet-stream")
+    return StreamingHttpResponse(
+        _shared.stream_chunks(chunks, size), content_type="application/octet-stream"
+    )
 
 
 async def sse_events(n):
@@ -59,8 +60,9 @@ async def sse_events(n):
 
 
 async def sse(request):
-    response = StreamingHttpResponse(sse_events(int(request.GET.get("n", "100"))),
-                                     content_type="text/event-stream")
+    response = StreamingHttpResponse(
+        sse_events(int(request.GET.get("n", "100"))), content_type="text/event-stream"
+    )
     response["cache-control"] = "no-cache"
     return response
 
@@ -79,8 +81,9 @@ async def timeout(request):
 
 
 async def disconnect(request):
-    return StreamingHttpResponse(_shared.disconnect_stream(request.GET["id"], NAME),
-                                 content_type="text/plain")
+    return StreamingHttpResponse(
+        _shared.disconnect_stream(request.GET["id"], NAME), content_type="text/plain"
+    )
 
 
 async def collect(request):

@@ -53,8 +53,9 @@ class Sse:
 
         async def events():
             for i in range(n):
-                yield falcon.asgi.SSEvent(data=_shared.sse_text(NAME, i).encode(),
-                                          event="tick", event_id=str(i))
+                yield falcon.asgi.SSEvent(
+                    data=_shared.sse_text(NAME, i).encode(), event="tick", event_id=str(i)
+                )
                 await _shared.anyio.sleep(_shared.SSE_INTERVAL)
 
         resp.sse = events()
@@ -83,7 +84,8 @@ class Disconnect:
     async def on_get(self, req, resp):
         resp.content_type = falcon.MEDIA_TEXT
         resp.stream = _shared.ClosingStream(
-            _shared.disconnect_stream(req.get_param("id", required=True), NAME))
+            _shared.disconnect_stream(req.get_param("id", required=True), NAME)
+        )
 
 
 class WsEcho:

@@ -34,14 +34,18 @@ async def json_route():
 @app.post("/echo")
 async def echo(request: Request):
     body = await request.body()
-    return Response(body, media_type="application/octet-stream",
-                    headers={"x-echo-sha256": hashlib.sha256(body).hexdigest()})
+    return Response(
+        body,
+        media_type="application/octet-stream",
+        headers={"x-echo-sha256": hashlib.sha256(body).hexdigest()},
+    )
 
 
 @app.get("/stream")
 async def stream(chunks: int = 4, size: int = 1024):
-    return StreamingResponse(_shared.stream_chunks(chunks, size),
-                             media_type="application/octet-stream")
+    return StreamingResponse(
+        _shared.stream_chunks(chunks, size), media_type="application/octet-stream"
+    )
 
 
 async def sse_events(n):
@@ -52,8 +56,9 @@ async def sse_events(n):
 
 @app.get("/sse")
 async def sse(n: int = 100):
-    return StreamingResponse(sse_events(n), media_type="text/event-stream",
-                             headers={"cache-control": "no-cache"})
+    return StreamingResponse(
+        sse_events(n), media_type="text/event-stream", headers={"cache-control": "no-cache"}
+    )
 
 
 @app.get("/state", response_class=PlainTextResponse)
@@ -74,8 +79,9 @@ async def timeout():
 
 @app.get("/disconnect")
 async def disconnect(id: str):
-    return RecordingStreamingResponse(_shared.disconnect_stream(id, NAME), id,
-                                      media_type="text/plain")
+    return RecordingStreamingResponse(
+        _shared.disconnect_stream(id, NAME), id, media_type="text/plain"
+    )
 
 
 @app.get("/background")

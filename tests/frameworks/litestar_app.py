@@ -33,8 +33,11 @@ async def json_route() -> dict:
 @post("/echo", status_code=200)
 async def echo(request: Request) -> Response:
     body = await request.body()
-    return Response(body, media_type="application/octet-stream",
-                    headers={"x-echo-sha256": hashlib.sha256(body).hexdigest()})
+    return Response(
+        body,
+        media_type="application/octet-stream",
+        headers={"x-echo-sha256": hashlib.sha256(body).hexdigest()},
+    )
 
 
 @get("/stream")
@@ -44,8 +47,7 @@ async def stream(chunks: int = 4, size: int = 1024) -> Stream:
 
 async def sse_events(n):
     for i in range(n):
-        yield ServerSentEventMessage(data=_shared.sse_text(NAME, i), event="tick", id=i,
-                                     sep="\n")
+        yield ServerSentEventMessage(data=_shared.sse_text(NAME, i), event="tick", id=i, sep="\n")
         await _shared.anyio.sleep(_shared.SSE_INTERVAL)
 
 
@@ -96,8 +98,19 @@ async def ws_echo(socket: WebSocket, id: str) -> None:
 
 
 app = Litestar(
-    route_handlers=[plain, json_route, echo, stream, sse, state, error, timeout, disconnect,
-                    background, ws_echo],
+    route_handlers=[
+        plain,
+        json_route,
+        echo,
+        stream,
+        sse,
+        state,
+        error,
+        timeout,
+        disconnect,
+        background,
+        ws_echo,
+    ],
     on_startup=[startup],
     on_shutdown=[shutdown],
     request_max_body_size=64 * 1024 * 1024,

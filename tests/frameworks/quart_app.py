@@ -35,16 +35,20 @@ async def json_route():
 @app.route("/echo", methods=["POST"])
 async def echo():
     body = await request.get_data()
-    return Response(body, mimetype="application/octet-stream",
-                    headers={"x-echo-sha256": hashlib.sha256(body).hexdigest()})
+    return Response(
+        body,
+        mimetype="application/octet-stream",
+        headers={"x-echo-sha256": hashlib.sha256(body).hexdigest()},
+    )
 
 
 @app.route("/stream")
 async def stream():
     chunks = int(request.args.get("chunks", "4"))
     size = int(request.args.get("size", "1024"))
-    return await make_response(_shared.stream_chunks(chunks, size),
-                               {"content-type": "application/octet-stream"})
+    return await make_response(
+        _shared.stream_chunks(chunks, size), {"content-type": "application/octet-stream"}
+    )
 
 
 async def sse_events(n):
@@ -81,8 +85,9 @@ async def timeout():
 
 @app.route("/disconnect")
 async def disconnect():
-    response = await make_response(_shared.disconnect_stream(request.args["id"], NAME),
-                                   {"content-type": "text/plain"})
+    response = await make_response(
+        _shared.disconnect_stream(request.args["id"], NAME), {"content-type": "text/plain"}
+    )
     response.timeout = None
     return response
 

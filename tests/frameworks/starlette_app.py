@@ -38,15 +38,19 @@ async def json_route(request):
 
 async def echo(request):
     body = await request.body()
-    return Response(body, media_type="application/octet-stream",
-                    headers={"x-echo-sha256": hashlib.sha256(body).hexdigest()})
+    return Response(
+        body,
+        media_type="application/octet-stream",
+        headers={"x-echo-sha256": hashlib.sha256(body).hexdigest()},
+    )
 
 
 async def stream(request):
     chunks = int(request.query_params.get("chunks", "4"))
     size = int(request.query_params.get("size", "1024"))
-    return StreamingResponse(_shared.stream_chunks(chunks, size),
-                             media_type="application/octet-stream")
+    return StreamingResponse(
+        _shared.stream_chunks(chunks, size), media_type="application/octet-stream"
+    )
 
 
 async def sse_events(n):
@@ -57,8 +61,9 @@ async def sse_events(n):
 
 async def sse(request):
     n = int(request.query_params.get("n", "100"))
-    return StreamingResponse(sse_events(n), media_type="text/event-stream",
-                             headers={"cache-control": "no-cache"})
+    return StreamingResponse(
+        sse_events(n), media_type="text/event-stream", headers={"cache-control": "no-cache"}
+    )
 
 
 async def state(request):
@@ -76,14 +81,14 @@ async def timeout(request):
 
 async def disconnect(request):
     rid = request.query_params["id"]
-    return RecordingStreamingResponse(_shared.disconnect_stream(rid, NAME), rid,
-                                      media_type="text/plain")
+    return RecordingStreamingResponse(
+        _shared.disconnect_stream(rid, NAME), rid, media_type="text/plain"
+    )
 
 
 async def background(request):
     rid = request.query_params["id"]
-    return JSONResponse({"queued": rid},
-                        background=BackgroundTask(_shared.background_task, rid))
+    return JSONResponse({"queued": rid}, background=BackgroundTask(_shared.background_task, rid))
 
 
 async def ws_echo(websocket):

@@ -27,7 +27,7 @@ impl Starter {
         if has_factory {
             return Ok(None);
         }
-        let start = py.import("ferrocorn._request_task")?.call_method1(
+        let start = py.import("ferrocorn._pypy.starter")?.call_method1(
             "pypy_starter",
             (event_loop, root_path, state.map(|s| s.bind(py))),
         )?;

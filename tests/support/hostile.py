@@ -9,7 +9,8 @@ import socket
 import struct
 import time
 
-from tests.helpers import IncompleteResponse, RawConnection, request_bytes
+from tests.support.helpers import IncompleteResponse, RawConnection, request_bytes
+from tests.support.wire import BufferedSocket
 
 # The request a smuggling attempt tries to sneak past the framing; the hostile test app counts
 # every hit of /smuggled, and there must never be one.
@@ -53,15 +54,11 @@ def send_then_vanish(port, data, rst=False, linger=0.05):
 
 
 def read_some(sock, at_least, timeout=10.0):
-    """Read until ``at_least`` bytes have arrived (or EOF); returns them."""
+    """Read until ``at_least`` bytes have arrived (or EOF); returns them. A reset raises."""
     sock.settimeout(timeout)
-    data = bytearray()
-    while len(data) < at_least:
-        piece = sock.recv(65536)
-        if not piece:
-            break
-        data += piece
-    return bytes(data)
+    wire = BufferedSocket(sock, resets_are_eof=False)
+    wire.need(at_least)
+    return wire.take_all()
 
 
 def half_closed_exchange(port, data, timeout=10.0):
@@ -70,16 +67,7 @@ def half_closed_exchange(port, data, timeout=10.0):
     try:
         sock.sendall(data)
         sock.shutdown(socket.SHUT_WR)
-        out = bytearray()
-        while True:
-            try:
-                piece = sock.recv(65536)
-            except ConnectionResetError:
-                break
-            if not piece:
-                break
-            out += piece
-        return bytes(out)
+        return BufferedSocket(sock).read_until_eof()  # a reset ends it like a FIN
     finally:
         close(sock)
 
@@ -88,7 +76,7 @@ def dribble(conn, data, delay=0.005, step=1):
     """Send ``data`` ``step`` bytes at a time with ``delay`` s between sends."""
     conn.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
     for i in range(0, len(data), step):
-        conn.sock.sendall(data[i:i + step])
+        conn.sock.sendall(data[i : i + step])
         time.sleep(delay)
 
 
@@ -151,8 +139,12 @@ def sha256(data):
 
 
 def _head(lines, method="POST", target="/echo", version="HTTP/1.1"):
-    return ("%s %s %s\r\n" % (method, target, version)).encode() + b"Host: x\r\n" + \
-        b"".join(line + b"\r\n" for line in lines) + b"\r\n"
+    return (
+        ("%s %s %s\r\n" % (method, target, version)).encode()
+        + b"Host: x\r\n"
+        + b"".join(line + b"\r\n" for line in lines)
+        + b"\r\n"
+    )
 
 
 def te_cl(te_lines, version="HTTP/1.1"):
@@ -208,10 +200,14 @@ SMUGGLING_CORPUS = [
     ("te-chunked-chunked", te_cl([b"Transfer-Encoding: chunked, chunked"])),
     ("te-empty-element", te_cl([b"Transfer-Encoding: , chunked"])),
     # -- duplicate Transfer-Encoding headers
-    ("te-dup-chunked-identity", te_cl([b"Transfer-Encoding: chunked",
-                                       b"Transfer-Encoding: identity"])),
-    ("te-dup-identity-chunked", te_cl([b"Transfer-Encoding: identity",
-                                       b"Transfer-Encoding: chunked"])),
+    (
+        "te-dup-chunked-identity",
+        te_cl([b"Transfer-Encoding: chunked", b"Transfer-Encoding: identity"]),
+    ),
+    (
+        "te-dup-identity-chunked",
+        te_cl([b"Transfer-Encoding: identity", b"Transfer-Encoding: chunked"]),
+    ),
     ("te-dup-clte", cl_te([b"Transfer-Encoding: chunked", b"Transfer-Encoding: chunked"])),
     # -- Content-Length oddities (the smuggled request is the body)
     ("cl-plus-sign", cl_body([b"Content-Length: +" + _n(N)])),
@@ -243,8 +239,10 @@ SMUGGLING_CORPUS = [
     ("nul-in-header-value-clte", cl_te([b"X-A: a\x00b", b"Transfer-Encoding: chunked"])),
     ("nul-in-header-name", te_cl([b"X-\x00A: b", b"Transfer-Encoding: chunked"])),
     # -- chunk-size line tricks (Transfer-Encoding: chunked only)
-    ("chunk-ext-quoted-crlf",
-     chunked(b'5;ext="a\r\nhello\r\n0\r\n\r\n' + SMUGGLED + b'"\r\nhello\r\n0\r\n\r\n')),
+    (
+        "chunk-ext-quoted-crlf",
+        chunked(b'5;ext="a\r\nhello\r\n0\r\n\r\n' + SMUGGLED + b'"\r\nhello\r\n0\r\n\r\n'),
+    ),
     ("chunk-ext-bare-lf", chunked(b"5;ext=a\nb\r\nhello\r\n0\r\n\r\n", SMUGGLED)),
     ("chunk-size-overflow", chunked(b"ffffffffffffffffff\r\n", b"hello\r\n0\r\n\r\n" + SMUGGLED)),
     ("chunk-size-wraps-to-5", chunked(b"10000000000000005\r\nhello\r\n0\r\n\r\n", SMUGGLED)),
@@ -338,5 +336,6 @@ class ServerWatch:
                 raise AssertionError(
                     "server did not return to its baseline within %.0fs: fds %d (baseline %d), "
                     "asyncio tasks %d (baseline %d)"
-                    % (timeout, fds, self.base_fds, tasks, self.base_tasks))
+                    % (timeout, fds, self.base_fds, tasks, self.base_tasks)
+                )
             time.sleep(0.1)

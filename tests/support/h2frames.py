@@ -43,7 +43,7 @@ from hyperframe.frame import (
     SettingsFrame,
 )
 
-from tests.sockets import SocketOwner
+from tests.support.wire import BufferedSocket
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
 MAX_WINDOW = 2**31 - 1
@@ -362,7 +362,7 @@ class Response:
         return None
 
 
-class H2Conn(SocketOwner):
+class H2Conn(BufferedSocket):
     """A raw client connection with h2c prior knowledge."""
 
     def __init__(self, port, host="127.0.0.1", timeout=REACTION_TIMEOUT):
@@ -370,9 +370,9 @@ class H2Conn(SocketOwner):
         self.port = port
         self.timeout = timeout
         self.response_timeout = max(timeout, RESPONSE_TIMEOUT)
-        self.sock = socket.create_connection((host, port), timeout=self.response_timeout)
-        self.buf = bytearray()
-        self.eof = False
+        BufferedSocket.__init__(
+            self, socket.create_connection((host, port), timeout=self.response_timeout)
+        )
         self.encoder = hpack.Encoder()
         self.decoder = hpack.Decoder()
         self.server_settings = {}
@@ -385,48 +385,19 @@ class H2Conn(SocketOwner):
     def send(self, *chunks):
         self.sock.sendall(b"".join(chunks))
 
-    def _fill(self, deadline):
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            return None
-        self.sock.settimeout(remaining)
-        try:
-            chunk = self.sock.recv(65536)
-        except socket.timeout:
-            return None
-        except (ConnectionResetError, BrokenPipeError):
-            chunk = b""
-        if not chunk:
-            self.eof = True
-            return False
-        self.buf += chunk
-        return True
-
-    def _need(self, n, deadline):
-        """Fills the buffer to ``n`` octets without consuming: True, False (EOF) or None
-        (timeout); a frame is only taken off the buffer once it is whole."""
-        while len(self.buf) < n:
-            if self.eof:
-                return False
-            filled = self._fill(deadline)
-            if filled is None:
-                return None
-        return True
-
     def read_frame(self, timeout=None):
         """The next frame (header blocks joined and decoded: a HEADERS frame gets ``fields``);
         False at EOF, None on timeout."""
         deadline = time.monotonic() + (self.response_timeout if timeout is None else timeout)
         while True:
-            ready = self._need(9, deadline)
+            ready = self.need(9, deadline)
             if not ready:
                 return ready
             f, length = Frame.parse_frame_header(memoryview(bytes(self.buf[:9])))
-            ready = self._need(9 + length, deadline)
+            ready = self.need(9 + length, deadline)
             if not ready:
                 return ready
-            body = bytes(self.buf[9 : 9 + length])
-            del self.buf[: 9 + length]
+            body = self.take(9 + length)[9:]
             f.parse_body(memoryview(body))
             self.received.append(f)
             if isinstance(f, (HeadersFrame, PushPromiseFrame)):

@@ -14,7 +14,7 @@ import h2.errors
 import h2.events
 import h2.exceptions
 
-from tests.sockets import SocketOwner
+from tests.support.sockets import SocketOwner
 
 
 class Stream:
@@ -47,8 +47,15 @@ class Stream:
 class H2Client(SocketOwner):
     """One HTTP/2 connection: h2c with prior knowledge, or TLS with ALPN ``h2``."""
 
-    def __init__(self, port, host="127.0.0.1", tls_context=None, server_hostname="localhost",
-                 timeout=10.0, settings=None):
+    def __init__(
+        self,
+        port,
+        host="127.0.0.1",
+        tls_context=None,
+        server_hostname="localhost",
+        timeout=10.0,
+        settings=None,
+    ):
         raw = socket.create_connection((host, port), timeout=timeout)
         if tls_context is not None:
             self.sock = tls_context.wrap_socket(raw, server_hostname=server_hostname)
@@ -97,8 +104,12 @@ class H2Client(SocketOwner):
         """Open a stream; ``body`` (bytes) is sent respecting flow control."""
         sid = self.conn.get_next_available_stream_id()
         self.streams[sid] = Stream(sid)
-        head = [(":method", method), (":path", path), (":scheme", self.scheme),
-                (":authority", self.authority)]
+        head = [
+            (":method", method),
+            (":path", path),
+            (":scheme", self.scheme),
+            (":authority", self.authority),
+        ]
         head += list(headers)
         self.conn.send_headers(sid, head, end_stream=end_stream and body is None)
         self.flush()
@@ -110,8 +121,9 @@ class H2Client(SocketOwner):
         view = memoryview(data)
         deadline = time.monotonic() + timeout
         while view:
-            window = min(self.conn.local_flow_control_window(sid),
-                         self.conn.max_outbound_frame_size)
+            window = min(
+                self.conn.local_flow_control_window(sid), self.conn.max_outbound_frame_size
+            )
             if window <= 0:
                 if time.monotonic() > deadline:
                     raise AssertionError("flow-control window stayed closed")

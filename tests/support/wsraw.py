@@ -12,7 +12,7 @@ import socket
 import struct
 import time
 
-from tests.sockets import SocketOwner
+from tests.support.wire import BufferedSocket
 
 GUID = b"258EAFA5-E914-47DA-95CA-C5AB0DC85B11"
 
@@ -73,7 +73,12 @@ class Frame:
 
     def __repr__(self):
         return "Frame(fin=%s, rsv=%s, opcode=%#x, len=%d, payload=%r)" % (
-            self.fin, self.rsv, self.opcode, len(self.payload), self.payload[:40])
+            self.fin,
+            self.rsv,
+            self.opcode,
+            len(self.payload),
+            self.payload[:40],
+        )
 
 
 class HandshakeFailed(AssertionError):
@@ -84,15 +89,16 @@ class HandshakeFailed(AssertionError):
         self.rest = rest
 
 
-class RawWebSocket(SocketOwner):
+class RawWebSocket(BufferedSocket):
     """A socket after a manual WebSocket handshake; ``recv_frame`` returns one frame."""
 
-    def __init__(self, port, path="/echo", host="127.0.0.1", timeout=10.0, extra_headers=(),
-                 handshake=True):
-        self.sock = socket.create_connection((host, port), timeout=timeout)
+    recv_size = 1 << 20
+
+    def __init__(
+        self, port, path="/echo", host="127.0.0.1", timeout=10.0, extra_headers=(), handshake=True
+    ):
+        BufferedSocket.__init__(self, socket.create_connection((host, port), timeout=timeout))
         self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        self.buf = bytearray()
-        self.eof = False
         self.status = None
         self.response_headers = []
         if handshake:
@@ -111,12 +117,11 @@ class RawWebSocket(SocketOwner):
         ]
         lines += ["%s: %s" % (n, v) for n, v in extra_headers]
         self.sock.sendall(("\r\n".join(lines) + "\r\n\r\n").encode("latin-1"))
-        while b"\r\n\r\n" not in self.buf:
-            if not self._fill():
-                raise HandshakeFailed(None, bytes(self.buf), b"")
-        idx = self.buf.index(b"\r\n\r\n")
-        head = bytes(self.buf[:idx])
-        del self.buf[: idx + 4]
+        idx = self.find(b"\r\n\r\n")
+        if idx < 0:
+            raise HandshakeFailed(None, bytes(self.buf), b"")
+        head = self.take(idx)
+        del self.buf[:4]
         status_line, *header_lines = head.decode("latin-1").split("\r\n")
         self.status = int(status_line.split(" ")[1])
         self.response_headers = [
@@ -137,23 +142,9 @@ class RawWebSocket(SocketOwner):
         return None
 
     # ------------------------------------------------------------ I/O
-    def _fill(self):
-        if self.eof:
-            return False
-        try:
-            data = self.sock.recv(1 << 20)
-        except (ConnectionResetError, BrokenPipeError):
-            data = b""
-        if not data:
-            self.eof = True
-            return False
-        self.buf += data
-        return True
-
     def _need(self, n):
-        while len(self.buf) < n:
-            if not self._fill():
-                raise EOFError("connection closed with %d of %d bytes" % (len(self.buf), n))
+        if not self.need(n):
+            raise EOFError("connection closed with %d of %d bytes" % (len(self.buf), n))
 
     def send_raw(self, data):
         self.sock.sendall(data)
@@ -187,10 +178,10 @@ class RawWebSocket(SocketOwner):
         key = b""
         if masked:
             self._need(pos + 4)
-            key = bytes(self.buf[pos:pos + 4])
+            key = bytes(self.buf[pos : pos + 4])
             pos += 4
         self._need(pos + n)
-        payload = bytes(self.buf[pos:pos + n])
+        payload = bytes(self.buf[pos : pos + n])
         del self.buf[: pos + n]
         if masked:
             payload = mask_bytes(payload, key)
@@ -220,10 +211,9 @@ class RawWebSocket(SocketOwner):
         while time.monotonic() < deadline:
             self.sock.settimeout(max(0.01, deadline - time.monotonic()))
             try:
-                if not self._fill():
+                if not self.fill():
                     return True
             except socket.timeout:
                 return False
             del self.buf[:]
         return False
-

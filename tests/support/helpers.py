@@ -14,9 +14,9 @@ import sys
 import threading
 import time
 
-from tests.sockets import SocketOwner
+from tests.support.wire import BufferedSocket
 
-REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 SERVER_PYTHON = os.environ.get("FERROCORN_TEST_PYTHON") or sys.executable
 
 READY_RE = re.compile(r"Ferrocorn running on (\S+)")
@@ -210,8 +210,9 @@ def ferrocorn_argv(target, *flags, host_port=True, python=None):
     return argv
 
 
-def start_server(target, *flags, env=None, pass_fds=(), host_port=True, ready=True,
-                 timeout=20.0, argv=None):
+def start_server(
+    target, *flags, env=None, pass_fds=(), host_port=True, ready=True, timeout=20.0, argv=None
+):
     """Start ``python -m ferrocorn target --host 127.0.0.1 --port 0 *flags`` and wait until ready.
 
     ``argv`` replaces the whole command line (for console-script / Python-API launches).
@@ -232,8 +233,12 @@ def run_ferrocorn(*args, env=None, timeout=30.0, python=None):
     """Run ferrocorn to completion (for commands that should exit by themselves)."""
     argv = [python or SERVER_PYTHON, "-m", "ferrocorn"] + list(args)
     return subprocess.run(
-        argv, cwd=REPO_ROOT, env=server_env(env), stdin=subprocess.DEVNULL,
-        capture_output=True, timeout=timeout,
+        argv,
+        cwd=REPO_ROOT,
+        env=server_env(env),
+        stdin=subprocess.DEVNULL,
+        capture_output=True,
+        timeout=timeout,
     )
 
 
@@ -249,8 +254,17 @@ class IncompleteResponse(Exception):
 
 
 class RawResponse:
-    def __init__(self, version, status, reason, headers, body=b"", framing="none",
-                 complete=True, raw_head=b""):
+    def __init__(
+        self,
+        version,
+        status,
+        reason,
+        headers,
+        body=b"",
+        framing="none",
+        complete=True,
+        raw_head=b"",
+    ):
         self.version = version
         self.status = status
         self.reason = reason
@@ -273,76 +287,57 @@ class RawResponse:
 
     def __repr__(self):
         return "RawResponse(%s %d, headers=%r, framing=%s, body=%r%s)" % (
-            self.version, self.status, self.headers, self.framing, self.body[:200],
+            self.version,
+            self.status,
+            self.headers,
+            self.framing,
+            self.body[:200],
             "" if self.complete else ", INCOMPLETE",
         )
 
 
-class RawConnection(SocketOwner):
+class RawConnection(BufferedSocket):
     """A plain TCP (or Unix) socket with a buffered HTTP/1.x response parser."""
 
     def __init__(self, port=None, host="127.0.0.1", timeout=10.0, uds=None, sock=None):
-        if sock is not None:
-            self.sock = sock
-        elif uds is not None:
-            self.sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-            self.sock.settimeout(timeout)
-            self.sock.connect(uds)
-        else:
-            self.sock = socket.create_connection((host, port), timeout=timeout)
-        self.sock.settimeout(timeout)
-        self.buf = bytearray()
-        self.eof = False
+        if sock is None:
+            if uds is not None:
+                sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+                sock.settimeout(timeout)
+                sock.connect(uds)
+            else:
+                sock = socket.create_connection((host, port), timeout=timeout)
+        sock.settimeout(timeout)
+        BufferedSocket.__init__(self, sock)
 
     def send(self, data):
         self.sock.sendall(data)
 
-    def _fill(self, size=65536):
-        """Read more data into the buffer; returns False at EOF."""
-        if self.eof:
-            return False
-        try:
-            data = self.sock.recv(size)
-        except ConnectionResetError:
-            data = b""
-        if not data:
-            self.eof = True
-            return False
-        self.buf += data
-        return True
+    def read_line(self):
+        """One CRLF-terminated line, without the CRLF."""
+        idx = self.find(b"\r\n")
+        if idx < 0:
+            raise IncompleteResponse("EOF while reading a line", bytes(self.buf))
+        line = self.take(idx)
+        del self.buf[:2]
+        return line
 
-    def _read_line(self):
-        while True:
-            idx = self.buf.find(b"\r\n")
-            if idx >= 0:
-                line = bytes(self.buf[:idx])
-                del self.buf[: idx + 2]
-                return line
-            if not self._fill():
-                raise IncompleteResponse("EOF while reading a line", bytes(self.buf))
-
-    def _read_exact(self, n):
-        while len(self.buf) < n:
-            if not self._fill(max(65536, n - len(self.buf))):
-                raise IncompleteResponse("EOF after %d of %d bytes" % (len(self.buf), n),
-                                         bytes(self.buf))
-        data = bytes(self.buf[:n])
-        del self.buf[:n]
-        return data
+    def read_exact(self, n):
+        if not self.need(n):
+            raise IncompleteResponse(
+                "EOF after %d of %d bytes" % (len(self.buf), n), bytes(self.buf)
+            )
+        return self.take(n)
 
     def read_head(self):
         """Read a status line + headers. Returns (version, status, reason, headers, raw) or None
         when the connection was closed cleanly before any byte of a response."""
-        while True:
-            idx = self.buf.find(b"\r\n\r\n")
-            if idx >= 0:
-                break
-            if not self._fill():
-                if not self.buf:
-                    return None
-                raise IncompleteResponse("EOF inside a response head", bytes(self.buf))
-        raw = bytes(self.buf[: idx + 4])
-        del self.buf[: idx + 4]
+        idx = self.find(b"\r\n\r\n")
+        if idx < 0:
+            if not self.buf:
+                return None
+            raise IncompleteResponse("EOF inside a response head", bytes(self.buf))
+        raw = self.take(idx + 4)
         lines = raw[:-4].split(b"\r\n")
         parts = lines[0].decode("latin-1").split(" ", 2)
         version, status = parts[0], int(parts[1])
@@ -382,15 +377,15 @@ class RawConnection(SocketOwner):
             body = bytearray()
             try:
                 while True:
-                    line = self._read_line()
+                    line = self.read_line()
                     size = int(line.split(b";")[0].strip(), 16)
                     if size == 0:
                         # trailers until an empty line
-                        while self._read_line():
+                        while self.read_line():
                             pass
                         break
-                    body += self._read_exact(size)
-                    if self._read_exact(2) != b"\r\n":
+                    body += self.read_exact(size)
+                    if self.read_exact(2) != b"\r\n":
                         raise AssertionError("chunk not followed by CRLF")
             except IncompleteResponse:
                 resp.body = bytes(body) + bytes(self.buf)
@@ -401,7 +396,7 @@ class RawConnection(SocketOwner):
         if cl is not None:
             resp.framing = "content-length"
             try:
-                resp.body = self._read_exact(int(cl))
+                resp.body = self.read_exact(int(cl))
             except IncompleteResponse as exc:
                 resp.body = exc.partial
                 resp.complete = False
@@ -410,13 +405,6 @@ class RawConnection(SocketOwner):
         resp.framing = "close"
         resp.body = self.read_until_eof()
         return resp
-
-    def read_until_eof(self):
-        while self._fill():
-            pass
-        data = bytes(self.buf)
-        del self.buf[:]
-        return data
 
     def is_closed_by_peer(self, timeout=5.0):
         """True if the peer closes (EOF/reset) within ``timeout`` s with no further data.
@@ -427,24 +415,14 @@ class RawConnection(SocketOwner):
         if self.buf:
             return False
         old = self.sock.gettimeout()
-        self.sock.settimeout(timeout)
         try:
-            data = self.sock.recv(65536)
-        except socket.timeout:
-            return False
-        except ConnectionResetError:
-            self.eof = True
-            return True
+            filled = self.fill(deadline=time.monotonic() + timeout)
         finally:
             try:
                 self.sock.settimeout(old)
             except OSError:
                 pass
-        if not data:
-            self.eof = True
-            return True
-        self.buf += data
-        return False
+        return filled is False
 
     def read_all_responses(self, method="GET", timeout=5.0):
         """Read responses until EOF or until nothing arrives for ``timeout`` s."""
@@ -467,14 +445,14 @@ def request_bytes(method, target, headers=None, body=b"", version="HTTP/1.1", ho
         lines.append("Host: test")
     for name, value in headers or []:
         lines.append("%s: %s" % (name, value))
-    if body and not any(n.lower() in ("content-length", "transfer-encoding")
-                        for n, _ in headers or []):
+    if body and not any(
+        n.lower() in ("content-length", "transfer-encoding") for n, _ in headers or []
+    ):
         lines.append("Content-Length: %d" % len(body))
     return ("\r\n".join(lines) + "\r\n\r\n").encode("latin-1") + body
 
 
-def raw_request(port, method, target, headers=None, body=b"", version="HTTP/1.1",
-                timeout=10.0):
+def raw_request(port, method, target, headers=None, body=b"", version="HTTP/1.1", timeout=10.0):
     """One request on a fresh connection (closed after)."""
     with RawConnection(port, timeout=timeout) as conn:
         conn.send(request_bytes(method, target, headers, body, version))

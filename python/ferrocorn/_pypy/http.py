@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ._ferrocorn import HttpProtocol
+from .._ferrocorn import HttpProtocol
 
 _receive = HttpProtocol.receive
 _receive_ready = HttpProtocol.receive_ready

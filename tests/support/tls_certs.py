@@ -63,7 +63,9 @@ class Certs:
 
 def _openssl(*args, cwd):
     proc = subprocess.run(
-        ("openssl",) + args, cwd=cwd, stdin=subprocess.DEVNULL,
+        ("openssl",) + args,
+        cwd=cwd,
+        stdin=subprocess.DEVNULL,
         capture_output=True,
     )
     if proc.returncode != 0:
@@ -71,8 +73,9 @@ def _openssl(*args, cwd):
 
 
 def _ec_key(path, cwd):
-    _openssl("genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256",
-             "-out", path, cwd=cwd)
+    _openssl(
+        "genpkey", "-algorithm", "EC", "-pkeyopt", "ec_paramgen_curve:P-256", "-out", path, cwd=cwd
+    )
 
 
 def _issue(d, name, key, subject, ext, san="DNS:localhost,IP:127.0.0.1", dates=None):
@@ -80,9 +83,24 @@ def _issue(d, name, key, subject, ext, san="DNS:localhost,IP:127.0.0.1", dates=N
     with open(os.path.join(d, "ca.cnf"), "w") as f:
         f.write(_CA_CONF.format(dir=d, san=san))
     _openssl("req", "-new", "-key", key, "-subj", subject, "-out", name + ".csr", cwd=d)
-    args = ["ca", "-batch", "-config", "ca.cnf", "-cert", "ca.pem", "-keyfile", "ca.key",
-            "-extensions", ext, "-notext", "-preserveDN",
-            "-in", name + ".csr", "-out", name + ".pem"]
+    args = [
+        "ca",
+        "-batch",
+        "-config",
+        "ca.cnf",
+        "-cert",
+        "ca.pem",
+        "-keyfile",
+        "ca.key",
+        "-extensions",
+        ext,
+        "-notext",
+        "-preserveDN",
+        "-in",
+        name + ".csr",
+        "-out",
+        name + ".pem",
+    ]
     if dates:
         args += ["-startdate", dates[0], "-enddate", dates[1]]
     else:
@@ -97,17 +115,43 @@ def generate(d):
     with open(os.path.join(d, "serial"), "w") as f:
         f.write("1000\n")
     _ec_key("ca.key", d)
-    _openssl("req", "-x509", "-new", "-key", "ca.key", "-subj", "/O=Ferrocorn Tests/CN=Test CA",
-             "-days", "30", "-out", "ca.pem", "-addext", "basicConstraints=critical,CA:TRUE",
-             "-addext", "keyUsage=critical,keyCertSign,cRLSign", cwd=d)
+    _openssl(
+        "req",
+        "-x509",
+        "-new",
+        "-key",
+        "ca.key",
+        "-subj",
+        "/O=Ferrocorn Tests/CN=Test CA",
+        "-days",
+        "30",
+        "-out",
+        "ca.pem",
+        "-addext",
+        "basicConstraints=critical,CA:TRUE",
+        "-addext",
+        "keyUsage=critical,keyCertSign,cRLSign",
+        cwd=d,
+    )
 
     # Server: PKCS#8 EC key (what genpkey writes).
     _ec_key("server.key", d)
     _issue(d, "server", "server.key", "/CN=localhost", "server_ext")
     # The same certificate with its key in the other formats.
     _openssl("pkey", "-in", "server.key", "-out", "server-sec1.key", "-traditional", cwd=d)
-    _openssl("pkcs8", "-topk8", "-v2", "aes-256-cbc", "-in", "server.key",
-             "-out", "server-enc.key", "-passout", "pass:" + PASSWORD, cwd=d)
+    _openssl(
+        "pkcs8",
+        "-topk8",
+        "-v2",
+        "aes-256-cbc",
+        "-in",
+        "server.key",
+        "-out",
+        "server-enc.key",
+        "-passout",
+        "pass:" + PASSWORD,
+        cwd=d,
+    )
     # RSA with a PKCS#1 key.
     _openssl("genrsa", "-traditional", "-out", "server-rsa.key", "2048", cwd=d)
     _issue(d, "server-rsa", "server-rsa.key", "/CN=localhost", "server_ext")
@@ -118,12 +162,19 @@ def generate(d):
                 out.write(f.read())
     # Expired a year ago.
     _ec_key("expired.key", d)
-    _issue(d, "expired", "expired.key", "/CN=localhost", "server_ext",
-           dates=("200101000000Z", "210101000000Z"))
+    _issue(
+        d,
+        "expired",
+        "expired.key",
+        "/CN=localhost",
+        "server_ext",
+        dates=("200101000000Z", "210101000000Z"),
+    )
     # Valid, but for another host name.
     _ec_key("otherhost.key", d)
-    _issue(d, "otherhost", "otherhost.key", "/CN=other.example", "server_ext",
-           san="DNS:other.example")
+    _issue(
+        d, "otherhost", "otherhost.key", "/CN=other.example", "server_ext", san="DNS:other.example"
+    )
     # A key that belongs to no certificate here (mismatch test).
     _ec_key("stranger.key", d)
     # Client certificate.
@@ -131,11 +182,35 @@ def generate(d):
     _issue(d, "client", "client.key", CLIENT_SUBJECT, "client_ext", san="DNS:client")
     # A client certificate from a CA the server does not trust.
     _ec_key("rogue-ca.key", d)
-    _openssl("req", "-x509", "-new", "-key", "rogue-ca.key", "-subj", "/CN=Rogue CA",
-             "-days", "30", "-out", "rogue-ca.pem", cwd=d)
+    _openssl(
+        "req",
+        "-x509",
+        "-new",
+        "-key",
+        "rogue-ca.key",
+        "-subj",
+        "/CN=Rogue CA",
+        "-days",
+        "30",
+        "-out",
+        "rogue-ca.pem",
+        cwd=d,
+    )
     _ec_key("rogue-client.key", d)
-    _openssl("req", "-x509", "-new", "-key", "rogue-client.key", "-subj", "/CN=rogue",
-             "-days", "30", "-out", "rogue-client.pem", cwd=d)
+    _openssl(
+        "req",
+        "-x509",
+        "-new",
+        "-key",
+        "rogue-client.key",
+        "-subj",
+        "/CN=rogue",
+        "-days",
+        "30",
+        "-out",
+        "rogue-client.pem",
+        cwd=d,
+    )
 
 
 _CACHE = {}
