@@ -677,7 +677,11 @@ def _without(name):
         ("GET", "HTTP/1.1", _without("Sec-WebSocket-Key")),
         ("GET", "HTTP/1.1", _without("Sec-WebSocket-Key") + [("Sec-WebSocket-Key", "not base64!")]),
         # base64 of 10 bytes, not 16.
-        ("GET", "HTTP/1.1", _without("Sec-WebSocket-Key") + [("Sec-WebSocket-Key", "dGhlIHNhbXBsZQ==")]),
+        (
+            "GET",
+            "HTTP/1.1",
+            _without("Sec-WebSocket-Key") + [("Sec-WebSocket-Key", "dGhlIHNhbXBsZQ==")],
+        ),
         ("GET", "HTTP/1.1", upgrade_headers([("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ==")])),
         ("POST", "HTTP/1.1", upgrade_headers([("Content-Length", "0")])),
         ("GET", "HTTP/1.0", upgrade_headers()),

@@ -73,7 +73,8 @@ def select_runner(
     proxy: Any = None,
     metrics: Any = None,
 ) -> tuple[Any, Any]:
-    """The (app, runner) pair to hand the core (each app call runs inside the runner), for the features that are on.
+    """The (app, runner) pair to hand the core, for the features that are on (each app call
+    runs inside the runner).
 
     ``log_format``: a compiled ``AccessLogFormat`` or None for the default line; ``proxy``: a
     ``ProxyHeadersMiddleware`` around ``app`` or None; ``metrics``: a ``RequestMetrics`` or None.

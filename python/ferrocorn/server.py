@@ -99,9 +99,9 @@ class Server:
             except ConfigError:
                 sock.close()
                 raise
-        # The runner for the features that are on (each app call runs inside it). With proxy headers, a second pair that
-        # applies them: the core picks it only for requests that carry a forwarding header, so
-        # the others pay nothing for the feature.
+        # The runner for the features that are on (each app call runs inside it). With proxy
+        # headers, a second pair that applies them: the core picks it only for requests that
+        # carry a forwarding header, so the others pay nothing for the feature.
         wrapper_options = {
             "access_log": config.access_log,
             "log_format": config.compiled_access_log_format,
