@@ -49,6 +49,18 @@ def test_basic_keys_and_constants(client):
         assert key in scope["keys"], key
 
 
+def test_extensions_always_present(client, server):
+    """``extensions`` is in every scope, an empty dict when nothing is advertised: cleartext
+    HTTP/1.1 has neither trailers (HTTP/2 only) nor TLS."""
+    scope = get_scope(client)
+    assert "extensions" in scope["keys"]
+    assert scope["extensions"] == {}
+    # HTTP/1.0 too.
+    with RawConnection(server.port) as conn:
+        conn.send(request_bytes("GET", "/scope", version="HTTP/1.0"))
+        assert json.loads(conn.read_response().body)["extensions"] == {}
+
+
 def test_http_version_1_0(server):
     scope, _ = raw_scope(server.port, version="HTTP/1.0", headers=[])
     assert scope["http_version"] == "1.0"

@@ -56,6 +56,7 @@ impl ScopeFactory {
         http_template.set_item("type", "http")?;
         http_template.set_item("scheme", "http")?;
         http_template.set_item("method", py.None())?;
+        http_template.set_item("extensions", py.None())?;
         let websocket_template = PyDict::new(py);
         websocket_template.set_item("type", "websocket")?;
         websocket_template.set_item("scheme", "ws")?;
@@ -110,13 +111,14 @@ impl ScopeFactory {
         if req.conn.tls.is_some() {
             scope.set_item(intern!(py, "scheme"), intern!(py, "https"))?;
         }
+        // Always present, a fresh dict per request (apps may add to it), holding what works on
+        // this connection. Trailers are advertised only where they reach the client: HTTP/1.x
+        // would need `TE: trailers` and a `Trailer` header, and hyper drops them otherwise.
+        let extensions = PyDict::new(py);
         if head.version == Version::HTTP_2 {
-            // Trailers are advertised only where they reach the client: HTTP/1.x would need
-            // `TE: trailers` and a `Trailer` header, and hyper drops them silently otherwise.
-            let extensions = PyDict::new(py);
             extensions.set_item(intern!(py, "http.response.trailers"), PyDict::new(py))?;
-            scope.set_item(intern!(py, "extensions"), extensions)?;
         }
+        scope.set_item(intern!(py, "extensions"), extensions)?;
         self.fill_common(py, &scope, head, &req.conn)?;
         Ok(scope)
     }

@@ -76,6 +76,7 @@ def scope_dump(scope):
         "server": jsonable(scope.get("server")),
         "server_type": type(scope.get("server")).__name__,
         "server_item_types": type_names(scope.get("server")),
+        "extensions": jsonable(scope.get("extensions")),
         "has_state": "state" in scope,
         "state": jsonable(dict(state)) if isinstance(state, dict) else jsonable(state),
     }

@@ -55,6 +55,8 @@ def scope_unpacker(root_path: str, state: dict | None) -> Callable[[bytearray], 
             "client": (f[_CLIENT_HOST].decode(), int(client_port)) if client_port else None,
             # A Unix socket has a path and no port.
             "server": (f[_SERVER_HOST].decode(), int(server_port) if server_port else None),
+            # Always present (empty: the packing carries neither TLS nor HTTP/2).
+            "extensions": {},
         }
         if state is not None:
             scope["state"] = state.copy()  # a shallow copy per request (spec)
