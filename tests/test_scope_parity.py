@@ -14,7 +14,6 @@ differ per connection and per server), and the two answers must be byte-identica
 """
 
 import os
-import subprocess
 import tempfile
 
 import pytest
@@ -80,15 +79,6 @@ SETUPS = {
     "root-path": ["--root-path", ROOT_PATH],
     "uds": ["--uds", None],  # the path is made per server
 }
-
-
-def _server_is_pypy():
-    out = subprocess.run(
-        [SERVER_PYTHON, "-c", "import platform; print(platform.python_implementation())"],
-        capture_output=True,
-        timeout=60,
-    ).stdout
-    return out.strip() == b"PyPy"
 
 
 def _start(flags, task_factory, socket_dir):
@@ -162,13 +152,6 @@ def test_two_requests_on_one_connection(servers):
     assert answers[0] == answers[1]
 
 
-@pytest.mark.xfail(
-    _server_is_pypy(),
-    strict=True,
-    reason="known difference: the scope unpacked from PyPy's packing (ferrocorn/_pypy/scope.py) "
-    "lists the same keys in another order than the dict the core builds (core: type, scheme, "
-    "method, asgi, http_version, ...; unpacked: type, asgi, http_version, scheme, method, ...)",
-)
 def test_same_key_order(servers):
     """Not only the same keys and values: the same order, as an app that dumps the scope sees."""
     default, with_factory = servers

@@ -41,12 +41,16 @@ def scope_unpacker(root_path: str, state: dict | None) -> Callable[[bytearray], 
         version = f[_VERSION]
         client_port = f[_CLIENT_PORT]
         server_port = f[_SERVER_PORT]
+        # The keys in the order of the core's dict builder (src/asgi/scope.rs), so that an app
+        # listing the scope sees the same on either path (tests/test_scope_parity.py).
         scope = {
             "type": "http",
-            "asgi": _ASGI,
-            "http_version": _VERSIONS.get(version) or version.decode(),
             "scheme": "http",
             "method": _METHODS.get(method) or method.decode(),
+            # Always present (empty: the packing carries neither TLS nor HTTP/2).
+            "extensions": {},
+            "asgi": _ASGI,
+            "http_version": _VERSIONS.get(version) or version.decode(),
             "path": path,
             "raw_path": raw_path,
             "query_string": f[_QUERY],
@@ -55,8 +59,6 @@ def scope_unpacker(root_path: str, state: dict | None) -> Callable[[bytearray], 
             "client": (f[_CLIENT_HOST].decode(), int(client_port)) if client_port else None,
             # A Unix socket has a path and no port.
             "server": (f[_SERVER_HOST].decode(), int(server_port) if server_port else None),
-            # Always present (empty: the packing carries neither TLS nor HTTP/2).
-            "extensions": {},
         }
         if state is not None:
             scope["state"] = state.copy()  # a shallow copy per request (spec)
