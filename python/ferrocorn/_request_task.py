@@ -18,7 +18,6 @@ initialised.
 from __future__ import annotations
 
 import asyncio
-import sys
 
 from ._lazy_task import NEEDS_A_REAL_TASK, promoting
 
@@ -36,9 +35,3 @@ for _name in NEEDS_A_REAL_TASK:
     if hasattr(asyncio.Task, _name):
         setattr(RequestTask, _name, promoting(_name, _promote))
 del _name
-
-
-if sys.implementation.name == "pypy":
-    # Where the core's PyPy build looks for it until it imports ``ferrocorn._pypy.starter``
-    # itself (src/core.rs); drop this once it does.
-    from ._pypy.starter import pypy_starter  # noqa: F401
