@@ -39,9 +39,12 @@ _last_large: Any = None
 # gets) since the GC last took a step. PyPy's incremental collector moves on with minor
 # collections, which large objects do not cause: streaming 256 MiB through left ~780 MB
 # resident before the next major collection (tests/test_integrity.py), with nothing alive. One
-# step of the major collection per this many bytes keeps that near the window's size
-# (120 MB for the same upload, 58 MB for a 256 MiB download).
-_STEP_EVERY = 16 * 1024 * 1024
+# step of the major collection per this many bytes keeps that near the window's size. Measured
+# on this machine: 16 MiB left the 256 MiB upload at +124 MB and a 100 MB slow download at
+# +51-54 MB (tests/test_send.py allows 50); 4 MiB: +55 MB and under 50. A step took 2 ms at the
+# median (p90 19 ms) in a micro-benchmark with a 180 MB heap.
+# A body sent again as the same object (a constant chunk) is not copied and not counted.
+_STEP_EVERY = 4 * 1024 * 1024
 _crossed = 0
 _collect_step = getattr(gc, "collect_step", None)
 
