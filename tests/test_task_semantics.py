@@ -9,7 +9,7 @@ or a library (anyio, sniffio, asyncio.timeout, task groups) relies on.
 import httpx
 import pytest
 
-from tests.support.helpers import start_server
+from tests.support.helpers import SERVER_PYTHON, start_server
 
 
 @pytest.fixture(scope="module")
@@ -110,3 +110,14 @@ def test_app_returning_a_non_awaitable_gives_500_and_logs():
         assert "Exception in ASGI application" in server.output()
         # The worker keeps serving.
         assert httpx.get(server.url + "/again", timeout=15).status_code == 500
+
+
+def test_a_custom_task_factory_is_honoured():
+    """A task factory on the loop makes every request's task, on every Python (on 3.12+ the
+    eager fast path used to bypass it)."""
+    argv = [SERVER_PYTHON, "-m", "tests.apps.task_factory"]
+    with start_server(None, argv=argv) as server, httpx.Client(base_url=server.url) as client:
+        for _ in range(3):
+            resp = client.get("/")
+            assert resp.status_code == 200, resp.text
+            assert resp.json() == {"task": "TracedTask", "after_wait": "TracedTask"}

@@ -78,7 +78,7 @@ pub(crate) enum TaskSpawner {
 
 impl TaskSpawner {
     /// The best way to start tasks on `event_loop`. `has_factory`: the loop has a custom task
-    /// factory, which must then be honoured (unless tasks start eagerly).
+    /// factory, which is then used.
     pub(crate) fn for_loop(
         py: Python<'_>,
         event_loop: &Bound<'_, PyAny>,
@@ -89,9 +89,10 @@ impl TaskSpawner {
         let eager_start = version >= (3, 12);
         // `asyncio.Task(coro, loop=loop)` skips the loop's create_task wrapper (measurably
         // cheaper per request under uvloop); passing the loop spares the running-loop lookup,
-        // which costs a getpid() syscall per task on CPython 3.11. Eager tasks (3.12+) are
-        // always built this way; otherwise a custom task factory must be honoured.
-        let plain = if eager_start || !has_factory {
+        // which costs a getpid() syscall per task on CPython 3.11. A custom task factory
+        // (tracing tools, apps embedding `Server.serve()`) is honoured on every Python: its
+        // tasks come from `loop.create_task`, not eager unless the factory makes them so.
+        let plain = if !has_factory {
             let kwargs = PyDict::new(py);
             kwargs.set_item("loop", event_loop)?;
             // A name given spares the "Task-<n>" formatting asyncio does per task (1.27 -> 1.11
