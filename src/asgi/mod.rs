@@ -8,6 +8,7 @@ pub(crate) mod errors;
 pub(crate) mod lazy_task;
 pub(crate) mod messages;
 pub(crate) mod protocol;
+pub(crate) mod response;
 // Everything PyPy-only; the pure packing is unit-tested on any build.
 #[cfg(any(PyPy, test))]
 pub(crate) mod pypy;
