@@ -17,3 +17,4 @@ pub(crate) mod scope;
 pub(crate) mod spawn;
 pub(crate) mod waiters;
 pub(crate) mod websocket;
+pub(crate) mod ws_send;
