@@ -8,6 +8,7 @@ pub(crate) mod errors;
 pub(crate) mod lazy_task;
 pub(crate) mod messages;
 pub(crate) mod protocol;
+pub(crate) mod response;
 // Everything PyPy-only; the pure packing is unit-tested on any build.
 #[cfg(any(PyPy, test))]
 pub(crate) mod pypy;
@@ -16,3 +17,4 @@ pub(crate) mod scope;
 pub(crate) mod spawn;
 pub(crate) mod waiters;
 pub(crate) mod websocket;
+pub(crate) mod ws_send;

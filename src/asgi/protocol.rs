@@ -1,16 +1,17 @@
 //! `HttpProtocol`: the `receive`/`send` pair one HTTP request hands to the app.
 //!
-//! Both complete synchronously whenever they can (DESIGN.md points 5–6) and only fall back
-//! to an asyncio future when they must wait for tokio: a body chunk not yet read, or a full
-//! response channel (backpressure).
+//! Both complete synchronously whenever they can (ARCHITECTURE.md, hot path steps 5–6) and
+//! only fall back to an asyncio future when they must wait for tokio: a body chunk not yet
+//! read, or a full response channel (backpressure). Which response message may come when,
+//! and what it does, is response.rs: `send()` here converts the message, performs what that
+//! decides, and raises what it refuses.
 
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::header::CONTENT_LENGTH;
-use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, Version};
+use http::{HeaderMap, Method, StatusCode, Uri, Version};
 use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -22,12 +23,11 @@ use crate::asgi::messages::{
     as_dict, message_type, parse_response_body, parse_response_start, parse_response_trailers,
     parse_trailers_flag,
 };
+use crate::asgi::response::{Action, End, Fault, HeadBody};
 use crate::asgi::waiters::{self, client_disconnected, Channel};
-use crate::bridge::body::{InChunk, OutChunk, ResponseBody, RESPONSE_BODY_QUEUE};
+use crate::bridge::body::{InChunk, OutChunk, ResponseBody};
 use crate::bridge::exchange::CloseGuard;
-use crate::bridge::http_state::{
-    HttpCloseGuard, HttpExchange, HttpState, RequestBody, ResponsePhase, ResponseSender,
-};
+use crate::bridge::http_state::{HttpCloseGuard, HttpExchange, HttpState, RequestBody};
 use crate::bridge::relay::WakeRelay;
 use crate::bridge::waiters::Waiters;
 use crate::config::ServerConfig;
@@ -75,35 +75,16 @@ fn request_message<'py>(py: Python<'py>, body: &[u8], more: bool) -> PyResult<Bo
     Ok(d)
 }
 
-/// The app's Content-Length and the body it sends disagree.
-fn length_mismatch(declared: u64, sent: u64, more_body: bool) -> PyErr {
-    let so_far = if more_body { " so far" } else { "" };
-    PyRuntimeError::new_err(format!(
-        "the response declares Content-Length {declared} but the body has {sent} bytes{so_far}"
-    ))
-}
-
-/// The Content-Length the app set, if any; several must agree.
-fn declared_length(headers: &HeaderMap) -> PyResult<Option<u64>> {
-    let mut declared = None;
-    for value in headers.get_all(CONTENT_LENGTH) {
-        let parsed = std::str::from_utf8(value.as_bytes())
-            .ok()
-            .and_then(|v| v.trim().parse::<u64>().ok())
-            .ok_or_else(|| {
-                PyValueError::new_err(format!(
-                    "'headers' has an invalid Content-Length value {:?}",
-                    String::from_utf8_lossy(value.as_bytes())
-                ))
-            })?;
-        if declared.is_some_and(|d| d != parsed) {
-            return Err(PyValueError::new_err(
-                "'headers' has several Content-Length values that disagree",
-            ));
+/// The exception the app sees for a response fault (response.rs): ClientDisconnected, a
+/// ValueError for its own headers, a RuntimeError for a message out of turn.
+fn fault_error(fault: Fault) -> PyErr {
+    match fault {
+        Fault::Disconnected => client_disconnected(),
+        Fault::InvalidContentLength(_) | Fault::ContentLengthsDisagree => {
+            PyValueError::new_err(fault.to_string())
         }
-        declared = Some(parsed);
+        _ => PyRuntimeError::new_err(fault.to_string()),
     }
-    Ok(declared)
 }
 
 /// What `receive()` has for the app right now.
@@ -131,23 +112,8 @@ impl HttpState {
                     return Incoming::Request(data, !last);
                 }
                 Ok(InChunk::Failed(err)) => {
-                    st.body_failed = Some(err.status());
                     st.body = RequestBody::Done;
-                    match st.response {
-                        ResponsePhase::Idle(_) | ResponsePhase::Held { .. } => {
-                            // tokio answers 400/413/408 itself: a response the app sends
-                            // after this disconnect could go nowhere, so send() says so.
-                            st.status = err.status().as_u16();
-                            st.response = ResponsePhase::Closed;
-                        }
-                        ResponsePhase::Streaming(_)
-                        | ResponsePhase::Trailers { tx: Some(_), .. } => {
-                            // tokio aborts the started response; dropping its sender here too
-                            // makes the app's next send() raise rather than race the abort.
-                            st.response = ResponsePhase::Closed;
-                        }
-                        _ => {}
-                    }
+                    st.request_body_failed(err.status());
                     return Incoming::Disconnect;
                 }
                 Err(TryRecvError::Disconnected) => {
@@ -191,7 +157,7 @@ impl Channel for HttpState {
     }
 
     fn on_send_failed(&mut self) {
-        self.response = ResponsePhase::Closed;
+        self.client_gone();
     }
 }
 
@@ -220,19 +186,6 @@ impl HttpProtocol {
     /// silently drops them otherwise, so HTTP/1 does not offer them at all.
     fn carries_trailers(&self) -> bool {
         self.line.version == Version::HTTP_2
-    }
-
-    /// The phase after the last body message: Complete, or waiting for the promised
-    /// trailers (with the body stream still open when they can go out).
-    fn after_last_body(st: &HttpState, tx: Option<mpsc::Sender<OutChunk>>) -> ResponsePhase {
-        if st.trailers {
-            ResponsePhase::Trailers {
-                tx,
-                map: HeaderMap::new(),
-            }
-        } else {
-            ResponsePhase::Complete
-        }
     }
 
     /// Promised trailers never came: end the body cleanly without them rather than abort,
@@ -266,229 +219,84 @@ impl HttpProtocol {
         waiters::resolve_receivers(py, &self.ex, st)
     }
 
-    fn start_response(
-        &self,
-        py: Python<'_>,
-        st: &mut HttpState,
-        tx: ResponseSender,
-        (status, mut headers): (StatusCode, HeaderMap),
-        body: Bytes,
-        more_body: bool,
-    ) -> PyResult<Py<PyAny>> {
-        st.status = status.as_u16();
-        let no_body =
-            st.is_head || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED;
-        if let (false, Some(declared)) = (no_body, st.declared_length) {
-            let sent = body.len() as u64;
-            if sent > declared || (!more_body && sent != declared) {
-                // Nothing went out yet: keep the head so the failure becomes a clean 500.
-                st.response = ResponsePhase::Held {
-                    tx,
-                    status,
-                    headers,
+    /// Carry out what the state machine decided (response.rs). Inlined into each caller:
+    /// `send()` of a plaintext response is the hot path, and a call here cost it ~70
+    /// instructions (callgrind) in moving the `Action` and matching it apart from its making.
+    #[inline(always)]
+    fn perform(&self, py: Python<'_>, st: &mut HttpState, action: Action) -> PyResult<Py<PyAny>> {
+        match action {
+            Action::Respond {
+                tx,
+                status,
+                headers,
+                body,
+            } => {
+                let body = match body {
+                    HeadBody::Empty => ResponseBody::empty(self.guard()),
+                    HeadBody::Full(data) => ResponseBody::full(data, self.guard()),
+                    HeadBody::Stream(rx) => ResponseBody::stream(rx, self.guard()),
                 };
-                return Err(length_mismatch(declared, sent, more_body));
-            }
-        }
-        // Trailers that will go out keep the stream open past the last data.
-        let hold_open = st.trailers && self.carries_trailers();
-        let response_body;
-        if no_body {
-            // HEAD mirrors GET's Content-Length when the whole body came in one message.
-            if st.is_head && !more_body && !headers.contains_key(CONTENT_LENGTH) && !body.is_empty()
-            {
-                headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
-            }
-            response_body = ResponseBody::empty(self.guard());
-            // No body means nothing for trailers to follow: they are accepted and dropped.
-            st.response = if more_body {
-                ResponsePhase::Discarding
-            } else {
-                Self::after_last_body(st, None)
-            };
-        } else if !(more_body || hold_open) {
-            st.bytes_sent += body.len() as u64;
-            response_body = ResponseBody::full(body, self.guard());
-            st.response = Self::after_last_body(st, None);
-        } else {
-            // Streamed: either more body follows, or trailers will end the stream (a Full
-            // body would end it right after the data).
-            let (otx, orx) = mpsc::channel(RESPONSE_BODY_QUEUE);
-            if !body.is_empty() {
-                st.bytes_sent += body.len() as u64;
-                // A fresh channel has room: this cannot fail.
-                let _ = otx.try_send(OutChunk::Data(body));
-            }
-            response_body = ResponseBody::stream(orx, self.guard());
-            st.response = if more_body {
-                ResponsePhase::Streaming(otx)
-            } else {
-                Self::after_last_body(st, Some(otx))
-            };
-        }
-        let response = build_response(&self.ctx.config, status, headers, response_body);
-        if tx.send(response).is_err() {
-            st.response = ResponsePhase::Closed;
-            return Err(client_disconnected());
-        }
-        if st.response_complete() {
-            self.response_done(py, st)?;
-        }
-        Ok(self.ctx.done.clone_ref(py))
-    }
-
-    fn stream_chunk(
-        &self,
-        py: Python<'_>,
-        st: &mut HttpState,
-        body: Bytes,
-        more_body: bool,
-    ) -> PyResult<Py<PyAny>> {
-        let ResponsePhase::Streaming(otx) = &st.response else {
-            return Err(client_disconnected());
-        };
-        let otx = otx.clone();
-        let len = body.len() as u64;
-        if let Some(declared) = st.declared_length {
-            let total = st.bytes_sent + len;
-            if total > declared || (!more_body && total != declared) {
-                // Part of the body is out: abort the connection rather than let the client
-                // read a body whose framing is wrong.
-                st.response = ResponsePhase::Closed;
-                return Err(length_mismatch(declared, total, more_body));
-            }
-        }
-        // With trailers to carry, the last data does not end the stream; they will.
-        let hold_open = st.trailers && self.carries_trailers();
-        let chunk = if more_body || hold_open {
-            OutChunk::Data(body)
-        } else {
-            OutChunk::Last(body)
-        };
-        let result = waiters::send_or_park(py, &self.ctx, &self.ex, st, &otx, chunk)?;
-        st.bytes_sent += len;
-        if !more_body {
-            st.response = Self::after_last_body(st, hold_open.then_some(otx));
-            if st.response_complete() {
-                self.response_done(py, st)?;
-            }
-        }
-        Ok(result)
-    }
-
-    /// `http.response.trailers`: collect them, and end the body with them on the last one.
-    fn send_trailers(
-        &self,
-        py: Python<'_>,
-        st: &mut HttpState,
-        headers: HeaderMap,
-        more_trailers: bool,
-    ) -> PyResult<Py<PyAny>> {
-        if matches!(st.response, ResponsePhase::Idle(_)) {
-            return Err(PyRuntimeError::new_err(
-                "Expected ASGI message 'http.response.start', but got 'http.response.trailers'",
-            ));
-        }
-        if !st.trailers {
-            return Err(PyRuntimeError::new_err(
-                "Unexpected ASGI message 'http.response.trailers': 'http.response.start' did \
-                 not set 'trailers': True",
-            ));
-        }
-        match std::mem::replace(&mut st.response, ResponsePhase::Closed) {
-            ResponsePhase::Trailers { tx, mut map } => {
-                // Appended, not replaced: a later message may repeat a field name.
-                for (name, value) in headers.iter() {
-                    map.append(name.clone(), value.clone());
+                let response = build_response(&self.ctx.config, status, headers, body);
+                if tx.send(response).is_err() {
+                    st.client_gone();
+                    return Err(client_disconnected());
                 }
-                if more_trailers {
-                    st.response = ResponsePhase::Trailers { tx, map };
-                    return Ok(self.ctx.done.clone_ref(py));
-                }
-                let Some(tx) = tx else {
-                    // Nowhere to put them (HTTP/1.x or no body): dropped, as documented.
-                    st.response = ResponsePhase::Complete;
+                if st.response_complete() {
                     self.response_done(py, st)?;
-                    return Ok(self.ctx.done.clone_ref(py));
-                };
-                // An empty trailer section is just the end of the body.
-                let chunk = if map.is_empty() {
-                    OutChunk::Last(Bytes::new())
-                } else {
-                    OutChunk::Trailers(map)
-                };
+                }
+                Ok(self.ctx.done.clone_ref(py))
+            }
+            Action::Push { tx, chunk, queued } => {
                 let result = waiters::send_or_park(py, &self.ctx, &self.ex, st, &tx, chunk)?;
-                st.response = ResponsePhase::Complete;
-                self.response_done(py, st)?;
+                if st.queued(queued, tx) {
+                    self.response_done(py, st)?;
+                }
                 Ok(result)
             }
-            done @ (ResponsePhase::Complete | ResponsePhase::Closed) => {
-                st.response = done;
-                Err(client_disconnected())
-            }
-            other => {
-                st.response = other;
-                Err(PyRuntimeError::new_err(
-                    "Unexpected ASGI message 'http.response.trailers': the response body is \
-                     not complete (send 'http.response.body' with 'more_body': False first)",
-                ))
+            Action::Nothing => Ok(self.ctx.done.clone_ref(py)),
+            Action::Done => {
+                self.response_done(py, st)?;
+                Ok(self.ctx.done.clone_ref(py))
             }
         }
     }
 
-    /// Send a server-made error response if nothing went out yet, or abort a started one.
-    /// Returns what happened, for the log.
-    fn fail_response(&self, st: &mut HttpState) -> Option<&'static str> {
-        match std::mem::replace(&mut st.response, ResponsePhase::Closed) {
-            ResponsePhase::Idle(tx) | ResponsePhase::Held { tx, .. } => {
-                if self.ex.is_closed() || st.body_failed.is_some() {
-                    // Nobody to answer, or tokio already answers for the failed body.
-                    if let Some(status) = st.body_failed {
-                        st.status = status.as_u16();
-                    }
-                    return None;
-                }
-                st.status = 500;
+    /// Carry out what is left once the app is done (response.rs `End`): usually nothing,
+    /// checked inline (a call here cost every request ~20 instructions, callgrind).
+    #[inline]
+    fn finish(&self, end: End) {
+        if !matches!(end, End::Nothing | End::Aborted) {
+            self.finish_unfinished(end);
+        }
+    }
+
+    #[cold]
+    fn finish_unfinished(&self, end: End) {
+        match end {
+            End::Nothing | End::Aborted => {}
+            End::Send500(tx) => {
                 let response = error_response(&self.ctx.config, StatusCode::INTERNAL_SERVER_ERROR);
                 let _ = tx.send(response.map(|text| ResponseBody::full(text, self.guard())));
-                Some("sent 500")
             }
-            // Dropping the sender without a final chunk makes hyper abort the connection.
-            ResponsePhase::Streaming(_) => Some("aborted the response"),
-            ResponsePhase::Discarding | ResponsePhase::Trailers { tx: None, .. } => {
-                st.response = ResponsePhase::Complete;
-                None
-            }
-            // The body is whole but the trailers (often a status or checksum) are missing:
-            // abort, like a truncated body, so the client does not take it for a success.
-            ResponsePhase::Trailers { tx: Some(_), .. } => Some("aborted the response"),
-            other @ (ResponsePhase::Complete | ResponsePhase::Closed) => {
-                st.response = other;
-                None
-            }
+            End::FinishBody(tx) => self.end_without_trailers(tx),
         }
     }
 
     /// The request could not be handed to the app: answer 500 (or abort) and clean up.
     pub(crate) fn fail_internal(&self) {
         let mut st = self.ex.state();
-        self.fail_response(&mut st);
+        let end = st.app_failed(self.ex.is_closed());
+        self.finish(end);
         self.release(&mut st);
     }
 
-    /// `http.response.start` when the response has already started or ended.
-    pub(crate) fn start_out_of_turn(&self, st: &HttpState) -> PyErr {
-        match st.response {
-            ResponsePhase::Complete | ResponsePhase::Closed => client_disconnected(),
-            _ => PyRuntimeError::new_err(
-                "Unexpected ASGI message 'http.response.start': the response has already \
-                 started",
-            ),
-        }
+    /// Whether `http.response.start` may come now (asked before parsing it, so this fault
+    /// comes before any in the message).
+    pub(crate) fn check_start(&self, st: &HttpState) -> PyResult<()> {
+        st.check_start().map_err(fault_error)
     }
 
-    /// A validated `http.response.start`, for a response still Idle (the caller checked):
-    /// held until the first body message (DESIGN.md point 5).
+    /// A validated `http.response.start`, held until the first body message.
     pub(crate) fn hold_start(
         &self,
         py: Python<'_>,
@@ -497,27 +305,8 @@ impl HttpProtocol {
         headers: HeaderMap,
         trailers: bool,
     ) -> PyResult<Py<PyAny>> {
-        st.declared_length = declared_length(&headers)?;
-        st.trailers = trailers;
-        if self.ex.is_closed() {
-            st.response = ResponsePhase::Closed;
-            return Err(client_disconnected());
-        }
-        let tx = match std::mem::replace(&mut st.response, ResponsePhase::Closed) {
-            ResponsePhase::Idle(tx) => tx,
-            // Callers check first (so this fault comes before any parse error); kept whole
-            // all the same.
-            other => {
-                st.response = other;
-                return Err(self.start_out_of_turn(st));
-            }
-        };
-        st.status = status.as_u16();
-        st.response = ResponsePhase::Held {
-            tx,
-            status,
-            headers,
-        };
+        st.response_start(status, headers, trailers, self.ex.is_closed())
+            .map_err(fault_error)?;
         Ok(self.ctx.done.clone_ref(py))
     }
 
@@ -529,42 +318,24 @@ impl HttpProtocol {
         body: Bytes,
         more_body: bool,
     ) -> PyResult<Py<PyAny>> {
-        match std::mem::replace(&mut st.response, ResponsePhase::Closed) {
-            ResponsePhase::Idle(tx) => {
-                st.response = ResponsePhase::Idle(tx);
-                Err(PyRuntimeError::new_err(
-                    "Expected ASGI message 'http.response.start', but got 'http.response.body'",
-                ))
-            }
-            ResponsePhase::Held {
-                tx,
-                status,
-                headers,
-            } => self.start_response(py, st, tx, (status, headers), body, more_body),
-            streaming @ ResponsePhase::Streaming(_) => {
-                st.response = streaming;
-                self.stream_chunk(py, st, body, more_body)
-            }
-            ResponsePhase::Discarding => {
-                st.response = if more_body {
-                    ResponsePhase::Discarding
-                } else {
-                    Self::after_last_body(st, None)
-                };
-                Ok(self.ctx.done.clone_ref(py))
-            }
-            trailers @ ResponsePhase::Trailers { .. } => {
-                st.response = trailers;
-                Err(PyRuntimeError::new_err(
-                    "Unexpected ASGI message 'http.response.body': the body is complete, \
-                     expected 'http.response.trailers'",
-                ))
-            }
-            other => {
-                st.response = other;
-                Err(client_disconnected())
-            }
-        }
+        let action = st
+            .response_body(body, more_body, self.carries_trailers())
+            .map_err(fault_error)?;
+        self.perform(py, st, action)
+    }
+
+    /// A validated `http.response.trailers`.
+    fn send_trailers(
+        &self,
+        py: Python<'_>,
+        st: &mut HttpState,
+        headers: HeaderMap,
+        more_trailers: bool,
+    ) -> PyResult<Py<PyAny>> {
+        let action = st
+            .response_trailers(headers, more_trailers)
+            .map_err(fault_error)?;
+        self.perform(py, st, action)
     }
 
     /// The first `receive()` answers `Expect: 100-continue`, not earlier.
@@ -604,9 +375,7 @@ impl HttpProtocol {
         let mut st = self.ex.state();
         match kind {
             "http.response.start" => {
-                if !matches!(st.response, ResponsePhase::Idle(_)) {
-                    return Err(self.start_out_of_turn(&st));
-                }
+                self.check_start(&st)?;
                 let (status, headers) = parse_response_start(message)?;
                 let trailers = parse_trailers_flag(message)?;
                 self.hold_start(py, &mut st, status, headers, trailers)
@@ -629,29 +398,8 @@ impl HttpProtocol {
     /// The app returned. A str names a protocol fault for the error log.
     pub(crate) fn complete(&self) -> Option<&'static str> {
         let mut st = self.ex.state();
-        let fault = match &st.response {
-            ResponsePhase::Idle(_) => self
-                .fail_response(&mut st)
-                .map(|_| "ASGI callable returned without starting a response; sent 500"),
-            ResponsePhase::Held { .. } => self
-                .fail_response(&mut st)
-                .map(|_| "ASGI callable returned without sending a response body; sent 500"),
-            ResponsePhase::Streaming(_) => self
-                .fail_response(&mut st)
-                .map(|_| "ASGI callable returned without completing the response; aborted it"),
-            ResponsePhase::Trailers { .. } => {
-                if let ResponsePhase::Trailers { tx: Some(tx), .. } =
-                    std::mem::replace(&mut st.response, ResponsePhase::Complete)
-                {
-                    self.end_without_trailers(tx);
-                }
-                Some(
-                    "ASGI callable promised trailers but returned without sending \
-                     'http.response.trailers'; ended the response without them",
-                )
-            }
-            _ => self.fail_response(&mut st),
-        };
+        let (end, fault) = st.app_returned(self.ex.is_closed());
+        self.finish(end);
         self.release(&mut st);
         fault
     }
@@ -659,7 +407,8 @@ impl HttpProtocol {
     /// The app raised. Returns whether the exception deserves an error log.
     pub(crate) fn fail(&self, py: Python<'_>, exc: &Bound<'_, PyAny>) -> bool {
         let mut st = self.ex.state();
-        self.fail_response(&mut st);
+        let end = st.app_failed(self.ex.is_closed());
+        self.finish(end);
         self.release(&mut st);
         waiters::worth_logging(py, exc)
     }

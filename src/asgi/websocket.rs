@@ -12,24 +12,21 @@ use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyString};
 use tokio::sync::mpsc::{self, error::TryRecvError};
-use tokio::sync::oneshot;
 
 use crate::asgi::messages::{
     as_dict, body_bytes, message_type, parse_headers, parse_response_start, type_name,
 };
 use crate::asgi::protocol::LoopCtx;
 use crate::asgi::waiters::{self, client_disconnected, Channel};
+use crate::asgi::ws_send::{self, Payload, WsAction, WsEnd, WsFault};
 use crate::bridge::body::ResponseBody;
 use crate::bridge::exchange::Exchange;
 use crate::bridge::waiters::Waiters;
 use crate::bridge::websocket::{CloseInfo, WsDecision, WsIn, WsOut, WsPhase, WsState};
 use crate::http::responses::build_response;
-use crate::ws::frame::close_code_allowed;
 
 /// Outbound frames queued ahead of the socket before `send()` waits.
 const OUTBOUND_QUEUE: usize = 16;
-/// RFC 6455 §5.5: a close frame's payload is at most 125 bytes, 2 of them the code.
-const MAX_CLOSE_REASON: usize = 123;
 
 fn simple_message<'py>(
     py: Python<'py>,
@@ -65,7 +62,7 @@ impl Channel for WsState {
                 }
                 Ok(None)
             }
-            WsPhase::Open(_) | WsPhase::Closing => match self.inbound.try_recv() {
+            WsPhase::Open(_) => match self.inbound.try_recv() {
                 Ok(WsIn::Text(text)) => {
                     let d = simple_message(py, intern!(py, "websocket.receive"))?;
                     // The reader validated it; this check cannot fail (and is cheap next to
@@ -98,7 +95,7 @@ impl Channel for WsState {
     }
 
     fn on_send_failed(&mut self) {
-        self.phase = WsPhase::Closed;
+        self.client_gone();
     }
 }
 
@@ -110,11 +107,25 @@ pub(crate) struct WebSocketProtocol {
     peer: Option<SocketAddr>,
 }
 
-fn close_code(message: &Bound<'_, PyDict>) -> PyResult<CloseInfo> {
+/// The exception the app sees for a fault (ws_send.rs): ClientDisconnected, a ValueError
+/// for a value a frame cannot carry, a RuntimeError for a message out of turn.
+fn fault_error(fault: WsFault) -> PyErr {
+    match fault {
+        WsFault::Disconnected => client_disconnected(),
+        WsFault::BothPayloads
+        | WsFault::NoPayload
+        | WsFault::CloseCode(_)
+        | WsFault::ReasonTooLong(_) => PyValueError::new_err(fault.to_string()),
+        _ => PyRuntimeError::new_err(fault.to_string()),
+    }
+}
+
+/// `websocket.close`'s `code` and `reason`, each type-checked then validated, in that order.
+fn close_info(message: &Bound<'_, PyDict>) -> PyResult<CloseInfo> {
     let py = message.py();
     let code = match message.get_item(intern!(py, "code"))? {
-        None => 1000,
-        Some(c) if c.is_none() => 1000,
+        None => None,
+        Some(c) if c.is_none() => None,
         Some(c) => {
             if c.is_instance_of::<PyBool>() || !c.is_instance_of::<PyInt>() {
                 return Err(PyTypeError::new_err(format!(
@@ -122,20 +133,17 @@ fn close_code(message: &Bound<'_, PyDict>) -> PyResult<CloseInfo> {
                     type_name(&c)
                 )));
             }
-            // Only codes a close frame may carry (RFC 6455 §7.4): 1005, 1006 and 1015 report
-            // a missing code or a broken connection and never go on the wire.
-            c.extract::<u16>()
-                .ok()
-                .filter(|&c| close_code_allowed(c))
-                .ok_or_else(|| {
+            match c.extract::<u16>() {
+                Ok(code) => Some(code),
+                // Not even a u16: name it as Python shows it.
+                Err(_) => {
                     let shown = c.str().map(|s| s.to_string()).unwrap_or_default();
-                    PyValueError::new_err(format!(
-                        "'code' must be a WebSocket close code that may be sent (1000-1003, \
-                         1007-1014 or 3000-4999), got {shown}"
-                    ))
-                })?
+                    return Err(fault_error(WsFault::CloseCode(shown)));
+                }
+            }
         }
     };
+    let code = ws_send::close_code(code).map_err(fault_error)?;
     let reason = match message.get_item(intern!(py, "reason"))? {
         None => String::new(),
         Some(r) if r.is_none() => String::new(),
@@ -147,16 +155,11 @@ fn close_code(message: &Bound<'_, PyDict>) -> PyResult<CloseInfo> {
             .to_str()?
             .to_owned(),
     };
-    if reason.len() > MAX_CLOSE_REASON {
-        return Err(PyValueError::new_err(format!(
-            "'reason' is {} bytes long in UTF-8; a close frame allows at most {MAX_CLOSE_REASON}",
-            reason.len()
-        )));
-    }
+    ws_send::close_reason(&reason).map_err(fault_error)?;
     Ok(CloseInfo { code, reason })
 }
 
-/// `websocket.send`: exactly one of `bytes` and `text` is set.
+/// `websocket.send`'s payload: exactly one of `bytes` and `text` is set.
 fn payload(message: &Bound<'_, PyDict>) -> PyResult<WsOut> {
     let py = message.py();
     let bytes = message
@@ -165,21 +168,34 @@ fn payload(message: &Bound<'_, PyDict>) -> PyResult<WsOut> {
     let text = message
         .get_item(intern!(py, "text"))?
         .filter(|t| !t.is_none());
-    match (bytes, text) {
-        (Some(b), None) => Ok(WsOut::Binary(body_bytes(&b, "bytes")?)),
-        (None, Some(t)) => match t.downcast::<PyString>() {
+    match ws_send::payload(bytes, text).map_err(fault_error)? {
+        Payload::Bytes(b) => Ok(WsOut::Binary(body_bytes(&b, "bytes")?)),
+        Payload::Text(t) => match t.downcast::<PyString>() {
             Ok(s) => Ok(WsOut::Text(s.to_str()?.to_owned())),
             Err(_) => Err(PyTypeError::new_err(format!(
                 "'text' must be a str, got {}",
                 type_name(&t)
             ))),
         },
-        (Some(_), Some(_)) => Err(PyValueError::new_err(
-            "'websocket.send' must set exactly one of 'bytes' and 'text', not both",
+    }
+}
+
+/// `websocket.accept`'s `subprotocol`: a str or None.
+fn subprotocol(message: &Bound<'_, PyDict>) -> PyResult<Option<String>> {
+    let py = message.py();
+    match message.get_item(intern!(py, "subprotocol"))? {
+        Some(s) if !s.is_none() => Ok(Some(
+            s.downcast::<PyString>()
+                .map_err(|_| {
+                    PyTypeError::new_err(format!(
+                        "'subprotocol' must be a str or None, got {}",
+                        type_name(&s)
+                    ))
+                })?
+                .to_str()?
+                .to_owned(),
         )),
-        (None, None) => Err(PyValueError::new_err(
-            "'websocket.send' must set one of 'bytes' or 'text'",
-        )),
+        _ => Ok(None),
     }
 }
 
@@ -201,27 +217,54 @@ impl WebSocketProtocol {
         waiters::on_send_done(py, ex)
     }
 
-    fn reject(
-        &self,
-        st: &mut WsState,
-        tx: oneshot::Sender<WsDecision>,
-        response: http::Response<ResponseBody>,
-    ) -> PyResult<()> {
-        st.status = response.status().as_u16();
-        st.phase = WsPhase::Closed;
-        tx.send(WsDecision::Reject(response))
-            .map_err(|_| client_disconnected())
+    /// Carry out what the state machine decided (ws_send.rs).
+    fn perform(&self, py: Python<'_>, st: &mut WsState, action: WsAction) -> PyResult<Py<PyAny>> {
+        let answer = match action {
+            WsAction::Frame { tx, frame } => {
+                return waiters::send_or_park(py, &self.ctx, &self.ex, st, &tx, frame);
+            }
+            WsAction::Nothing => return Ok(self.ctx.done.clone_ref(py)),
+            WsAction::Forbid { tx, close } => {
+                let response = ResponseBody::error(&self.ctx.config, StatusCode::FORBIDDEN);
+                let sent = tx.send(WsDecision::Reject(response)).is_ok();
+                if sent {
+                    st.refused(close);
+                }
+                sent
+            }
+            WsAction::Deny {
+                tx,
+                status,
+                headers,
+                body,
+            } => {
+                let response = build_response(
+                    &self.ctx.config,
+                    status,
+                    headers,
+                    ResponseBody::full(body, None),
+                );
+                tx.send(WsDecision::Reject(response)).is_ok()
+            }
+        };
+        if !answer {
+            return Err(client_disconnected());
+        }
+        // The handshake is answered: a parked receive() gets what follows.
+        waiters::resolve_receivers(py, &self.ex, st)?;
+        Ok(self.ctx.done.clone_ref(py))
     }
 
-    fn server_error(&self, st: &mut WsState) {
-        match std::mem::replace(&mut st.phase, WsPhase::Closed) {
-            WsPhase::Connecting(tx) | WsPhase::Denying { tx, .. } => {
+    /// Carry out what is left once the app is done (ws_send.rs `WsEnd`).
+    fn finish(&self, end: WsEnd) {
+        match end {
+            WsEnd::Nothing => {}
+            WsEnd::Refuse500(tx) => {
                 let response =
                     ResponseBody::error(&self.ctx.config, StatusCode::INTERNAL_SERVER_ERROR);
-                let _ = self.reject(st, tx, response);
+                let _ = tx.send(WsDecision::Reject(response));
             }
-            WsPhase::Open(tx) => self.close_from_server(tx, 1011),
-            other => st.phase = other,
+            WsEnd::Close(tx, code) => self.close_from_server(tx, code),
         }
     }
 
@@ -241,8 +284,92 @@ impl WebSocketProtocol {
     /// The handshake could not be handed to the app: refuse it with 500.
     pub(crate) fn fail_internal(&self) {
         let mut st = self.ex.state();
-        self.server_error(&mut st);
+        let end = st.app_failed();
+        self.finish(end);
         self.release(&mut st);
+    }
+
+    /// `websocket.accept`: hand tokio the accept with a fresh outbound channel.
+    fn accept(
+        &self,
+        py: Python<'_>,
+        st: &mut WsState,
+        message: &Bound<'_, PyDict>,
+    ) -> PyResult<Py<PyAny>> {
+        let subprotocol = subprotocol(message)?;
+        let headers = match message.get_item(intern!(py, "headers"))? {
+            Some(h) if !h.is_none() => parse_headers(&h, "headers")?,
+            _ => HeaderMap::new(),
+        };
+        let tx = st.accept().map_err(fault_error)?;
+        let (out_tx, out_rx) = mpsc::channel(OUTBOUND_QUEUE);
+        let decision = WsDecision::Accept {
+            subprotocol,
+            headers,
+            outbound: out_rx,
+        };
+        if tx.send(decision).is_err() {
+            return Err(client_disconnected());
+        }
+        st.opened(out_tx);
+        waiters::resolve_receivers(py, &self.ex, st)?;
+        Ok(self.ctx.done.clone_ref(py))
+    }
+
+    /// `websocket.send`: a text or binary frame.
+    fn send_frame(
+        &self,
+        py: Python<'_>,
+        st: &mut WsState,
+        message: &Bound<'_, PyDict>,
+    ) -> PyResult<Py<PyAny>> {
+        let frame = payload(message)?;
+        let action = st.send(frame).map_err(fault_error)?;
+        self.perform(py, st, action)
+    }
+
+    /// `websocket.close`: a 403 before accept, the close frame after.
+    fn close(
+        &self,
+        py: Python<'_>,
+        st: &mut WsState,
+        message: &Bound<'_, PyDict>,
+    ) -> PyResult<Py<PyAny>> {
+        let info = close_info(message)?;
+        let action = st.close(info).map_err(fault_error)?;
+        self.perform(py, st, action)
+    }
+
+    /// `websocket.http.response.start`: a denial response begins (parsed only when one may).
+    fn deny_start(
+        &self,
+        py: Python<'_>,
+        st: &mut WsState,
+        message: &Bound<'_, PyDict>,
+    ) -> PyResult<Py<PyAny>> {
+        st.check_deny().map_err(fault_error)?;
+        let (status, headers) = parse_response_start(message)?;
+        st.deny_start(status, headers).map_err(fault_error)?;
+        Ok(self.ctx.done.clone_ref(py))
+    }
+
+    /// `websocket.http.response.body`: collected, and sent with the last one.
+    fn deny_body(
+        &self,
+        py: Python<'_>,
+        st: &mut WsState,
+        message: &Bound<'_, PyDict>,
+    ) -> PyResult<Py<PyAny>> {
+        let body = match message.get_item(intern!(py, "body"))? {
+            Some(b) => body_bytes(&b, "body")?,
+            None => Bytes::new(),
+        };
+        let more = match message.get_item(intern!(py, "more_body"))? {
+            Some(m) => m.is_truthy()?,
+            None => false,
+        };
+        let action = st.deny_body(&body, more).map_err(fault_error)?;
+        self.perform(py, st, action)
     }
 
     fn release(&self, st: &mut WsState) {
@@ -263,198 +390,12 @@ impl WebSocketProtocol {
         let kind = message_type(message)?;
         let kind = kind.to_str()?;
         let mut st = self.ex.state();
-        let done = || Ok(self.ctx.done.clone_ref(py));
         match kind {
-            "websocket.accept" => {
-                let subprotocol = match message.get_item(intern!(py, "subprotocol"))? {
-                    Some(s) if !s.is_none() => Some(
-                        s.downcast::<PyString>()
-                            .map_err(|_| {
-                                PyTypeError::new_err(format!(
-                                    "'subprotocol' must be a str or None, got {}",
-                                    type_name(&s)
-                                ))
-                            })?
-                            .to_str()?
-                            .to_owned(),
-                    ),
-                    _ => None,
-                };
-                let headers = match message.get_item(intern!(py, "headers"))? {
-                    Some(h) if !h.is_none() => parse_headers(&h, "headers")?,
-                    _ => HeaderMap::new(),
-                };
-                match std::mem::replace(&mut st.phase, WsPhase::Closed) {
-                    WsPhase::Connecting(tx) => {
-                        let (out_tx, out_rx) = mpsc::channel(OUTBOUND_QUEUE);
-                        let decision = WsDecision::Accept {
-                            subprotocol,
-                            headers,
-                            outbound: out_rx,
-                        };
-                        if tx.send(decision).is_err() {
-                            return Err(client_disconnected());
-                        }
-                        // Accepted even if the session has already ended (the client left
-                        // right after the 101): receive() then reports the disconnect.
-                        st.status = 101;
-                        st.phase = WsPhase::Open(out_tx);
-                        waiters::resolve_receivers(py, &self.ex, &mut st)?;
-                        done()
-                    }
-                    other => {
-                        let closed = matches!(other, WsPhase::Closed | WsPhase::Closing);
-                        st.phase = other;
-                        if closed {
-                            return Err(client_disconnected());
-                        }
-                        Err(PyRuntimeError::new_err(
-                            "Unexpected ASGI message 'websocket.accept': the handshake was \
-                             already answered",
-                        ))
-                    }
-                }
-            }
-            "websocket.send" => {
-                let out = payload(message)?;
-                match &st.phase {
-                    WsPhase::Open(tx) => {
-                        let tx = tx.clone();
-                        waiters::send_or_park(py, &self.ctx, &self.ex, &mut st, &tx, out)
-                    }
-                    WsPhase::Connecting(_) | WsPhase::Denying { .. } => {
-                        Err(PyRuntimeError::new_err(
-                            "Expected ASGI message 'websocket.accept' or 'websocket.close' before \
-                         'websocket.send'",
-                        ))
-                    }
-                    WsPhase::Closing | WsPhase::Closed => Err(client_disconnected()),
-                }
-            }
-            "websocket.close" => {
-                let info = close_code(message)?;
-                match std::mem::replace(&mut st.phase, WsPhase::Closed) {
-                    WsPhase::Connecting(tx) => {
-                        // Closing before accepting refuses the handshake with 403.
-                        let response = ResponseBody::error(&self.ctx.config, StatusCode::FORBIDDEN);
-                        self.reject(&mut st, tx, response)?;
-                        st.app_close = Some(info);
-                        waiters::resolve_receivers(py, &self.ex, &mut st)?;
-                        done()
-                    }
-                    WsPhase::Open(tx) => {
-                        st.app_close = Some(info.clone());
-                        let result = waiters::send_or_park(
-                            py,
-                            &self.ctx,
-                            &self.ex,
-                            &mut st,
-                            &tx,
-                            WsOut::Close {
-                                code: info.code,
-                                reason: info.reason,
-                            },
-                        );
-                        if !matches!(st.phase, WsPhase::Closed) {
-                            st.phase = WsPhase::Closing;
-                        }
-                        result
-                    }
-                    WsPhase::Denying {
-                        tx,
-                        status,
-                        headers,
-                        body,
-                    } => {
-                        st.phase = WsPhase::Denying {
-                            tx,
-                            status,
-                            headers,
-                            body,
-                        };
-                        Err(PyRuntimeError::new_err(
-                            "Unexpected ASGI message 'websocket.close' during a denial response",
-                        ))
-                    }
-                    other @ (WsPhase::Closing | WsPhase::Closed) => {
-                        st.phase = other;
-                        Err(client_disconnected())
-                    }
-                }
-            }
-            "websocket.http.response.start" => {
-                match std::mem::replace(&mut st.phase, WsPhase::Closed) {
-                    WsPhase::Connecting(tx) => {
-                        let (status, headers) = match parse_response_start(message) {
-                            Ok(head) => head,
-                            Err(e) => {
-                                st.phase = WsPhase::Connecting(tx);
-                                return Err(e);
-                            }
-                        };
-                        st.status = status.as_u16();
-                        st.phase = WsPhase::Denying {
-                            tx,
-                            status,
-                            headers,
-                            body: Vec::new(),
-                        };
-                        done()
-                    }
-                    other => {
-                        st.phase = other;
-                        Err(PyRuntimeError::new_err(
-                        "Unexpected ASGI message 'websocket.http.response.start': only allowed \
-                         before the handshake is answered",
-                    ))
-                    }
-                }
-            }
-            "websocket.http.response.body" => {
-                let body = match message.get_item(intern!(py, "body"))? {
-                    Some(b) => body_bytes(&b, "body")?,
-                    None => Bytes::new(),
-                };
-                let more = match message.get_item(intern!(py, "more_body"))? {
-                    Some(m) => m.is_truthy()?,
-                    None => false,
-                };
-                match std::mem::replace(&mut st.phase, WsPhase::Closed) {
-                    WsPhase::Denying {
-                        tx,
-                        status,
-                        headers,
-                        body: mut collected,
-                    } => {
-                        collected.extend_from_slice(&body);
-                        if more {
-                            st.phase = WsPhase::Denying {
-                                tx,
-                                status,
-                                headers,
-                                body: collected,
-                            };
-                            return done();
-                        }
-                        let response = build_response(
-                            &self.ctx.config,
-                            status,
-                            headers,
-                            ResponseBody::full(Bytes::from(collected), None),
-                        );
-                        self.reject(&mut st, tx, response)?;
-                        waiters::resolve_receivers(py, &self.ex, &mut st)?;
-                        done()
-                    }
-                    other => {
-                        st.phase = other;
-                        Err(PyRuntimeError::new_err(
-                            "Expected ASGI message 'websocket.http.response.start' before \
-                             'websocket.http.response.body'",
-                        ))
-                    }
-                }
-            }
+            "websocket.accept" => self.accept(py, &mut st, message),
+            "websocket.send" => self.send_frame(py, &mut st, message),
+            "websocket.close" => self.close(py, &mut st, message),
+            "websocket.http.response.start" => self.deny_start(py, &mut st, message),
+            "websocket.http.response.body" => self.deny_body(py, &mut st, message),
             other => Err(PyValueError::new_err(format!(
                 "Unexpected ASGI message type {other:?} for a WebSocket connection"
             ))),
@@ -464,29 +405,16 @@ impl WebSocketProtocol {
     /// The app returned: refuse an unanswered handshake (500), close an open socket (1000).
     pub(crate) fn complete(&self) -> Option<&'static str> {
         let mut st = self.ex.state();
-        let fault = match std::mem::replace(&mut st.phase, WsPhase::Closed) {
-            phase @ (WsPhase::Connecting(_) | WsPhase::Denying { .. }) => {
-                st.phase = phase;
-                if self.ex.is_closed() {
-                    None
-                } else {
-                    self.server_error(&mut st);
-                    Some("ASGI callable returned without answering the WebSocket handshake; sent 500")
-                }
-            }
-            WsPhase::Open(tx) => {
-                self.close_from_server(tx, 1000);
-                None
-            }
-            _ => None,
-        };
+        let (end, fault) = st.app_returned(self.ex.is_closed());
+        self.finish(end);
         self.release(&mut st);
         fault
     }
 
     pub(crate) fn fail(&self, py: Python<'_>, exc: &Bound<'_, PyAny>) -> bool {
         let mut st = self.ex.state();
-        self.server_error(&mut st);
+        let end = st.app_failed();
+        self.finish(end);
         self.release(&mut st);
         waiters::worth_logging(py, exc)
     }

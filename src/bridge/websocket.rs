@@ -65,9 +65,7 @@ pub(crate) enum WsPhase {
         body: Vec<u8>,
     },
     Open(mpsc::Sender<WsOut>),
-    /// The app sent `websocket.close`.
-    Closing,
-    /// Refused, or the peer is gone.
+    /// Refused, closed by the app (`websocket.close`), or the peer is gone.
     Closed,
 }
 

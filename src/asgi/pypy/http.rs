@@ -9,7 +9,7 @@ use pyo3::types::{PyBool, PyByteArray};
 use super::packing::unpack_headers;
 use crate::asgi::messages::body_bytes;
 use crate::asgi::protocol::{HttpProtocol, Incoming};
-use crate::bridge::http_state::{RequestBody, ResponsePhase};
+use crate::bridge::http_state::RequestBody;
 
 #[pymethods]
 impl HttpProtocol {
@@ -63,9 +63,7 @@ impl HttpProtocol {
             return Ok(None);
         };
         let mut st = self.ex.state();
-        if !matches!(st.response, ResponsePhase::Idle(_)) {
-            return Err(self.start_out_of_turn(&st));
-        }
+        self.check_start(&st)?;
         self.hold_start(py, &mut st, status, headers, trailers)
             .map(Some)
     }

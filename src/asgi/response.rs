@@ -1,0 +1,1435 @@
+//! The rules of an HTTP response as the app sends it (`http.response.start`, `.body`,
+//! `.trailers`): which message may come when, what the body must add up to, what a HEAD,
+//! 204 or 304 response keeps, where promised trailers go, and what is left to do when the
+//! app returns or raises.
+//!
+//! Plain Rust on `HttpState` (no Python; the request body and the parked futures it also
+//! holds are not touched here): each transition takes validated inputs and returns
+//! `Result<Action, Fault>`. `HttpProtocol` (protocol.rs) parses the message into those
+//! inputs, performs the `Action` (it owns the config, the close guards and the waiters) and
+//! turns a `Fault` into the exception the app sees. The tests at the bottom pin every rule,
+//! the way hyper keeps its own connection state's tests beside it (proto/h1/conn.rs).
+
+use std::fmt;
+
+use bytes::Bytes;
+use http::header::CONTENT_LENGTH;
+use http::{HeaderMap, HeaderValue, StatusCode};
+use tokio::sync::mpsc;
+
+use crate::bridge::body::{OutChunk, RESPONSE_BODY_QUEUE};
+use crate::bridge::http_state::{HttpState, ResponsePhase, ResponseSender};
+
+/// A message the app may not send now, or whose content contradicts its own headers.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// A second `http.response.start`.
+    AlreadyStarted,
+    /// `http.response.body` before `http.response.start`.
+    BodyBeforeStart,
+    /// `http.response.trailers` before `http.response.start`.
+    TrailersBeforeStart,
+    /// A Content-Length value that is not a number (the value, as text).
+    InvalidContentLength(String),
+    /// Several Content-Length values that disagree.
+    ContentLengthsDisagree,
+    /// The body outgrew the declared Content-Length, or its last message left it short.
+    LengthMismatch {
+        declared: u64,
+        sent: u64,
+        more_body: bool,
+    },
+    /// `http.response.trailers` when `http.response.start` did not set `trailers: True`.
+    TrailersNotPromised,
+    /// `http.response.trailers` before the last body message.
+    BodyNotComplete,
+    /// `http.response.body` after the last one, while the promised trailers are due.
+    BodyAlreadyComplete,
+    /// The client is gone, or the response is already complete (`ClientDisconnected`).
+    Disconnected,
+}
+
+impl fmt::Display for Fault {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Fault::AlreadyStarted => f.write_str(
+                "Unexpected ASGI message 'http.response.start': the response has already \
+                 started",
+            ),
+            Fault::BodyBeforeStart => f.write_str(
+                "Expected ASGI message 'http.response.start', but got 'http.response.body'",
+            ),
+            Fault::TrailersBeforeStart => f.write_str(
+                "Expected ASGI message 'http.response.start', but got 'http.response.trailers'",
+            ),
+            Fault::InvalidContentLength(value) => {
+                write!(f, "'headers' has an invalid Content-Length value {value:?}")
+            }
+            Fault::ContentLengthsDisagree => {
+                f.write_str("'headers' has several Content-Length values that disagree")
+            }
+            Fault::LengthMismatch {
+                declared,
+                sent,
+                more_body,
+            } => {
+                let so_far = if *more_body { " so far" } else { "" };
+                write!(
+                    f,
+                    "the response declares Content-Length {declared} but the body has {sent} \
+                     bytes{so_far}"
+                )
+            }
+            Fault::TrailersNotPromised => f.write_str(
+                "Unexpected ASGI message 'http.response.trailers': 'http.response.start' did \
+                 not set 'trailers': True",
+            ),
+            Fault::BodyNotComplete => f.write_str(
+                "Unexpected ASGI message 'http.response.trailers': the response body is not \
+                 complete (send 'http.response.body' with 'more_body': False first)",
+            ),
+            Fault::BodyAlreadyComplete => f.write_str(
+                "Unexpected ASGI message 'http.response.body': the body is complete, expected \
+                 'http.response.trailers'",
+            ),
+            Fault::Disconnected => {
+                f.write_str("the client disconnected or the response is already complete")
+            }
+        }
+    }
+}
+
+/// The body hyper gets with the head.
+pub(crate) enum HeadBody {
+    /// HEAD, 204, 304: nothing (the app's body messages are dropped).
+    Empty,
+    /// The whole body, in the one message that started the response.
+    Full(Bytes),
+    /// More follows (or trailers will end it): chunks come through the channel, the first
+    /// one already queued.
+    Stream(mpsc::Receiver<OutChunk>),
+}
+
+/// What `HttpProtocol` must do after a transition.
+pub(crate) enum Action {
+    /// Hand hyper the head with this body (after adding `Server` and `--header`). The state
+    /// already moved on; if hyper is gone, report it with `client_gone`.
+    Respond {
+        tx: ResponseSender,
+        status: StatusCode,
+        headers: HeaderMap,
+        body: HeadBody,
+    },
+    /// Queue `chunk` on the body stream (waiting if the stream is full), then hand `queued`
+    /// and `tx` back to `HttpState::queued`.
+    Push {
+        tx: mpsc::Sender<OutChunk>,
+        chunk: OutChunk,
+        queued: Queued,
+    },
+    /// Nothing goes out.
+    Nothing,
+    /// Nothing goes out, and the response is complete now.
+    Done,
+}
+
+/// What a pushed chunk does to the state once the stream took it. A body chunk that could
+/// not be queued (the client left, a send still in flight) changes nothing; trailers that
+/// could not leave the response Closed, their stream dropped.
+pub(crate) struct Queued {
+    len: u64,
+    then: AfterPush,
+}
+
+enum AfterPush {
+    /// More body follows.
+    More,
+    /// The last body message; `hold_open` when trailers will end the stream.
+    LastData { hold_open: bool },
+    /// The trailers (or the plain end when they were empty): the response is complete.
+    Trailers,
+}
+
+/// What `HttpProtocol` must do once the app is done with the request.
+pub(crate) enum End {
+    Nothing,
+    /// Nothing went out yet: answer with the server's own 500.
+    Send500(ResponseSender),
+    /// The body stream was dropped without its last chunk, which makes hyper abort the
+    /// connection: the client never takes a truncated body for a whole one.
+    Aborted,
+    /// The body is whole but the promised trailers never came: end it cleanly without them
+    /// (queue `OutChunk::Last`, waiting for room if need be).
+    FinishBody(mpsc::Sender<OutChunk>),
+}
+
+/// The Content-Length the app set, if any; several must agree.
+fn declared_length(headers: &HeaderMap) -> Result<Option<u64>, Fault> {
+    let mut declared = None;
+    for value in headers.get_all(CONTENT_LENGTH) {
+        let parsed = std::str::from_utf8(value.as_bytes())
+            .ok()
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .ok_or_else(|| {
+                Fault::InvalidContentLength(String::from_utf8_lossy(value.as_bytes()).into())
+            })?;
+        if declared.is_some_and(|d| d != parsed) {
+            return Err(Fault::ContentLengthsDisagree);
+        }
+        declared = Some(parsed);
+    }
+    Ok(declared)
+}
+
+impl HttpState {
+    /// Whether `http.response.start` may come now. `HttpProtocol` asks before parsing the
+    /// message, so this fault comes before any in the message itself.
+    pub(crate) fn check_start(&self) -> Result<(), Fault> {
+        match self.response {
+            ResponsePhase::Idle(_) => Ok(()),
+            _ => Err(self.start_out_of_turn()),
+        }
+    }
+
+    /// `http.response.start` when the response has already started or ended.
+    fn start_out_of_turn(&self) -> Fault {
+        match self.response {
+            ResponsePhase::Complete | ResponsePhase::Closed => Fault::Disconnected,
+            _ => Fault::AlreadyStarted,
+        }
+    }
+
+    /// `http.response.start`: held until the first body message, so that a failure until
+    /// then can still become a clean 500 (ARCHITECTURE.md, hot path step 5). `client_gone`:
+    /// the exchange is closed.
+    #[inline]
+    pub(crate) fn response_start(
+        &mut self,
+        status: StatusCode,
+        headers: HeaderMap,
+        trailers: bool,
+        client_gone: bool,
+    ) -> Result<(), Fault> {
+        self.declared_length = declared_length(&headers)?;
+        self.trailers = trailers;
+        if client_gone {
+            self.response = ResponsePhase::Closed;
+            return Err(Fault::Disconnected);
+        }
+        let tx = match std::mem::replace(&mut self.response, ResponsePhase::Closed) {
+            ResponsePhase::Idle(tx) => tx,
+            // `HttpProtocol` checks first; kept whole all the same.
+            other => {
+                self.response = other;
+                return Err(self.start_out_of_turn());
+            }
+        };
+        self.status = status.as_u16();
+        self.response = ResponsePhase::Held {
+            tx,
+            status,
+            headers,
+        };
+        Ok(())
+    }
+
+    /// `http.response.body`. `carries_trailers`: the transport can send trailers (HTTP/2),
+    /// so promised ones keep the body stream open past the last data.
+    #[inline]
+    pub(crate) fn response_body(
+        &mut self,
+        body: Bytes,
+        more_body: bool,
+        carries_trailers: bool,
+    ) -> Result<Action, Fault> {
+        if let ResponsePhase::Streaming(tx) = &self.response {
+            let tx = tx.clone();
+            return self.push_body(tx, body, more_body, carries_trailers);
+        }
+        match std::mem::replace(&mut self.response, ResponsePhase::Closed) {
+            ResponsePhase::Held {
+                tx,
+                status,
+                headers,
+            } => self.respond(tx, status, headers, body, more_body, carries_trailers),
+            ResponsePhase::Discarding => {
+                // The protocol does not run its end-of-response step here (it does when
+                // the response completes with its head, or when trailers are dropped):
+                // Nothing, not Done, as before this module existed.
+                self.response = if more_body {
+                    ResponsePhase::Discarding
+                } else {
+                    self.after_last_body(None)
+                };
+                Ok(Action::Nothing)
+            }
+            other => {
+                let fault = match other {
+                    ResponsePhase::Idle(_) => Fault::BodyBeforeStart,
+                    ResponsePhase::Trailers { .. } => Fault::BodyAlreadyComplete,
+                    _ => Fault::Disconnected,
+                };
+                self.response = other;
+                Err(fault)
+            }
+        }
+    }
+
+    /// The first body message: the held head goes to hyper, with the body whole, empty or
+    /// streamed.
+    #[inline]
+    fn respond(
+        &mut self,
+        tx: ResponseSender,
+        status: StatusCode,
+        mut headers: HeaderMap,
+        body: Bytes,
+        more_body: bool,
+        carries_trailers: bool,
+    ) -> Result<Action, Fault> {
+        self.status = status.as_u16();
+        let no_body =
+            self.is_head || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED;
+        if let (false, Some(declared)) = (no_body, self.declared_length) {
+            let sent = body.len() as u64;
+            if sent > declared || (!more_body && sent != declared) {
+                // Nothing went out yet: keep the head so the failure becomes a clean 500.
+                self.response = ResponsePhase::Held {
+                    tx,
+                    status,
+                    headers,
+                };
+                return Err(Fault::LengthMismatch {
+                    declared,
+                    sent,
+                    more_body,
+                });
+            }
+        }
+        // Trailers that will go out keep the stream open past the last data.
+        let hold_open = self.trailers && carries_trailers;
+        let head_body = if no_body {
+            // HEAD mirrors GET's Content-Length when the whole body came in one message.
+            if self.is_head
+                && !more_body
+                && !headers.contains_key(CONTENT_LENGTH)
+                && !body.is_empty()
+            {
+                headers.insert(CONTENT_LENGTH, HeaderValue::from(body.len()));
+            }
+            // No body means nothing for trailers to follow: they are accepted and dropped.
+            self.response = if more_body {
+                ResponsePhase::Discarding
+            } else {
+                self.after_last_body(None)
+            };
+            HeadBody::Empty
+        } else if !(more_body || hold_open) {
+            self.bytes_sent += body.len() as u64;
+            self.response = self.after_last_body(None);
+            HeadBody::Full(body)
+        } else {
+            // Streamed: either more body follows, or trailers will end the stream (a Full
+            // body would end it right after the data).
+            let (otx, orx) = mpsc::channel(RESPONSE_BODY_QUEUE);
+            if !body.is_empty() {
+                self.bytes_sent += body.len() as u64;
+                // A fresh channel has room: this cannot fail.
+                let _ = otx.try_send(OutChunk::Data(body));
+            }
+            self.response = if more_body {
+                ResponsePhase::Streaming(otx)
+            } else {
+                self.after_last_body(Some(otx))
+            };
+            HeadBody::Stream(orx)
+        };
+        Ok(Action::Respond {
+            tx,
+            status,
+            headers,
+            body: head_body,
+        })
+    }
+
+    /// A body message after the head went out, on the stream `tx`.
+    fn push_body(
+        &mut self,
+        tx: mpsc::Sender<OutChunk>,
+        body: Bytes,
+        more_body: bool,
+        carries_trailers: bool,
+    ) -> Result<Action, Fault> {
+        let len = body.len() as u64;
+        if let Some(declared) = self.declared_length {
+            let total = self.bytes_sent + len;
+            if total > declared || (!more_body && total != declared) {
+                // Part of the body is out: abort the connection rather than let the client
+                // read a body whose framing is wrong.
+                self.response = ResponsePhase::Closed;
+                return Err(Fault::LengthMismatch {
+                    declared,
+                    sent: total,
+                    more_body,
+                });
+            }
+        }
+        // With trailers to carry, the last data does not end the stream; they will.
+        let hold_open = self.trailers && carries_trailers;
+        let (chunk, then) = if more_body {
+            (OutChunk::Data(body), AfterPush::More)
+        } else if hold_open {
+            (OutChunk::Data(body), AfterPush::LastData { hold_open })
+        } else {
+            (OutChunk::Last(body), AfterPush::LastData { hold_open })
+        };
+        Ok(Action::Push {
+            tx,
+            chunk,
+            queued: Queued { len, then },
+        })
+    }
+
+    /// The stream took a pushed chunk (`tx` is the sender it went through). True when the
+    /// response is complete now.
+    pub(crate) fn queued(&mut self, queued: Queued, tx: mpsc::Sender<OutChunk>) -> bool {
+        self.bytes_sent += queued.len;
+        match queued.then {
+            AfterPush::More => false,
+            AfterPush::LastData { hold_open } => {
+                self.response = self.after_last_body(hold_open.then_some(tx));
+                self.response_complete()
+            }
+            AfterPush::Trailers => {
+                self.response = ResponsePhase::Complete;
+                true
+            }
+        }
+    }
+
+    /// The phase after the last body message: Complete, or waiting for the promised
+    /// trailers (with the body stream still open when they can go out).
+    fn after_last_body(&self, tx: Option<mpsc::Sender<OutChunk>>) -> ResponsePhase {
+        if self.trailers {
+            ResponsePhase::Trailers {
+                tx,
+                map: HeaderMap::new(),
+            }
+        } else {
+            ResponsePhase::Complete
+        }
+    }
+
+    /// `http.response.trailers` (validated: no forbidden fields): collected, and sent with
+    /// the last one, or dropped when they cannot go out (HTTP/1.x, or no body).
+    pub(crate) fn response_trailers(
+        &mut self,
+        headers: HeaderMap,
+        more_trailers: bool,
+    ) -> Result<Action, Fault> {
+        if matches!(self.response, ResponsePhase::Idle(_)) {
+            return Err(Fault::TrailersBeforeStart);
+        }
+        if !self.trailers {
+            return Err(Fault::TrailersNotPromised);
+        }
+        match std::mem::replace(&mut self.response, ResponsePhase::Closed) {
+            ResponsePhase::Trailers { tx, mut map } => {
+                // Appended, not replaced: a later message may repeat a field name.
+                for (name, value) in headers.iter() {
+                    map.append(name.clone(), value.clone());
+                }
+                if more_trailers {
+                    self.response = ResponsePhase::Trailers { tx, map };
+                    return Ok(Action::Nothing);
+                }
+                let Some(tx) = tx else {
+                    // Nowhere to put them (HTTP/1.x or no body): dropped, as documented.
+                    self.response = ResponsePhase::Complete;
+                    return Ok(Action::Done);
+                };
+                // Until the stream takes them the response stays Closed: a send that cannot
+                // queue them drops the stream, which aborts the body.
+                // An empty trailer section is just the end of the body.
+                let chunk = if map.is_empty() {
+                    OutChunk::Last(Bytes::new())
+                } else {
+                    OutChunk::Trailers(map)
+                };
+                Ok(Action::Push {
+                    tx,
+                    chunk,
+                    queued: Queued {
+                        len: 0,
+                        then: AfterPush::Trailers,
+                    },
+                })
+            }
+            other => {
+                let fault = match other {
+                    ResponsePhase::Complete | ResponsePhase::Closed => Fault::Disconnected,
+                    _ => Fault::BodyNotComplete,
+                };
+                self.response = other;
+                Err(fault)
+            }
+        }
+    }
+
+    /// hyper is gone (the head or a chunk found its channel closed): nothing more can be
+    /// sent.
+    pub(crate) fn client_gone(&mut self) {
+        self.response = ResponsePhase::Closed;
+    }
+
+    /// The request body failed (malformed, too large, too slow): tokio answers with
+    /// `status` itself (400, 413, 408) unless the response had started, and aborts a
+    /// started one.
+    pub(crate) fn request_body_failed(&mut self, status: StatusCode) {
+        self.body_failed = Some(status);
+        match self.response {
+            ResponsePhase::Idle(_) | ResponsePhase::Held { .. } => {
+                // A response the app sends after this disconnect could go nowhere, so its
+                // send() says so.
+                self.status = status.as_u16();
+                self.response = ResponsePhase::Closed;
+            }
+            ResponsePhase::Streaming(_) | ResponsePhase::Trailers { tx: Some(_), .. } => {
+                // tokio aborts the started response; dropping its sender here too makes
+                // the app's next send() raise rather than race the abort.
+                self.response = ResponsePhase::Closed;
+            }
+            _ => {}
+        }
+    }
+
+    /// The app raised (or could not be started): a 500 if nothing went out yet, an abort if
+    /// the response started. `client_gone`: the exchange is closed.
+    #[inline]
+    pub(crate) fn app_failed(&mut self, client_gone: bool) -> End {
+        match std::mem::replace(&mut self.response, ResponsePhase::Closed) {
+            ResponsePhase::Idle(tx) | ResponsePhase::Held { tx, .. } => {
+                if client_gone || self.body_failed.is_some() {
+                    // Nobody to answer, or tokio already answers for the failed body.
+                    if let Some(status) = self.body_failed {
+                        self.status = status.as_u16();
+                    }
+                    return End::Nothing;
+                }
+                self.status = 500;
+                End::Send500(tx)
+            }
+            ResponsePhase::Streaming(_) => End::Aborted,
+            ResponsePhase::Discarding | ResponsePhase::Trailers { tx: None, .. } => {
+                self.response = ResponsePhase::Complete;
+                End::Nothing
+            }
+            // The body is whole but the trailers (often a status or checksum) are missing:
+            // abort, like a truncated body, so the client does not take it for a success.
+            ResponsePhase::Trailers { tx: Some(_), .. } => End::Aborted,
+            other @ (ResponsePhase::Complete | ResponsePhase::Closed) => {
+                self.response = other;
+                End::Nothing
+            }
+        }
+    }
+
+    /// The app returned. With the `End`, the protocol fault for the error log when the
+    /// response was left unfinished.
+    #[inline]
+    pub(crate) fn app_returned(&mut self, client_gone: bool) -> (End, Option<&'static str>) {
+        let fault = match &self.response {
+            ResponsePhase::Idle(_) => {
+                "ASGI callable returned without starting a response; sent 500"
+            }
+            ResponsePhase::Held { .. } => {
+                "ASGI callable returned without sending a response body; sent 500"
+            }
+            ResponsePhase::Streaming(_) => {
+                "ASGI callable returned without completing the response; aborted it"
+            }
+            ResponsePhase::Trailers { .. } => {
+                let end = match std::mem::replace(&mut self.response, ResponsePhase::Complete) {
+                    ResponsePhase::Trailers { tx: Some(tx), .. } => End::FinishBody(tx),
+                    _ => End::Nothing,
+                };
+                return (
+                    end,
+                    Some(
+                        "ASGI callable promised trailers but returned without sending \
+                         'http.response.trailers'; ended the response without them",
+                    ),
+                );
+            }
+            // The usual case: nothing left to do, and nothing to move.
+            ResponsePhase::Complete | ResponsePhase::Closed => return (End::Nothing, None),
+            ResponsePhase::Discarding => return (self.app_failed(client_gone), None),
+        };
+        let end = self.app_failed(client_gone);
+        let fault = (!matches!(end, End::Nothing)).then_some(fault);
+        (end, fault)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::bridge::http_state::RequestBody;
+    use tokio::sync::mpsc::error::TryRecvError;
+    use tokio::sync::oneshot;
+
+    /// `carries_trailers`: HTTP/2 can send trailers, HTTP/1.x does not offer them.
+    const H2: bool = true;
+    const H1: bool = false;
+
+    fn exchange(is_head: bool) -> HttpState {
+        let (tx, _rx) = oneshot::channel();
+        HttpState::new(RequestBody::Done, tx, is_head)
+    }
+
+    fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for (name, value) in pairs {
+            map.append(*name, HeaderValue::from_static(value));
+        }
+        map
+    }
+
+    /// An exchange past a valid `http.response.start`.
+    fn started(
+        is_head: bool,
+        status: u16,
+        pairs: &[(&'static str, &'static str)],
+        trailers: bool,
+    ) -> HttpState {
+        let mut st = exchange(is_head);
+        let status = StatusCode::from_u16(status).unwrap();
+        assert_eq!(
+            st.response_start(status, headers(pairs), trailers, false),
+            Ok(())
+        );
+        st
+    }
+
+    fn phase(st: &HttpState) -> &'static str {
+        match st.response {
+            ResponsePhase::Idle(_) => "idle",
+            ResponsePhase::Held { .. } => "held",
+            ResponsePhase::Streaming(_) => "streaming",
+            ResponsePhase::Discarding => "discarding",
+            ResponsePhase::Trailers { tx: Some(_), .. } => "trailers (stream open)",
+            ResponsePhase::Trailers { tx: None, .. } => "trailers (dropped)",
+            ResponsePhase::Complete => "complete",
+            ResponsePhase::Closed => "closed",
+        }
+    }
+
+    fn fault(result: Result<Action, Fault>) -> Fault {
+        match result {
+            Err(fault) => fault,
+            Ok(_) => panic!("expected a fault"),
+        }
+    }
+
+    fn body(st: &mut HttpState, data: &'static [u8], more: bool, h2: bool) -> Action {
+        match st.response_body(Bytes::from_static(data), more, h2) {
+            Ok(action) => action,
+            Err(fault) => panic!("unexpected fault: {fault}"),
+        }
+    }
+
+    /// The head an `Action::Respond` hands hyper.
+    fn head(action: Action) -> (StatusCode, HeaderMap, HeadBody) {
+        match action {
+            Action::Respond {
+                status,
+                headers,
+                body,
+                ..
+            } => (status, headers, body),
+            _ => panic!("expected the head"),
+        }
+    }
+
+    /// Perform an `Action::Push` as `HttpProtocol` does (the stream has room): whether the
+    /// response is complete afterwards.
+    fn queue(st: &mut HttpState, action: Action) -> bool {
+        let Action::Push { tx, chunk, queued } = action else {
+            panic!("expected a push")
+        };
+        assert!(tx.try_send(chunk).is_ok(), "the stream has room");
+        st.queued(queued, tx)
+    }
+
+    /// A body message after the head, queued.
+    fn queue_body(st: &mut HttpState, data: &'static [u8], more: bool, h2: bool) -> bool {
+        let action = body(st, data, more, h2);
+        queue(st, action)
+    }
+
+    /// The last trailers message, queued.
+    fn queue_trailers(st: &mut HttpState, map: HeaderMap, more: bool) -> bool {
+        let action = st.response_trailers(map, more).expect("trailers accepted");
+        queue(st, action)
+    }
+
+    fn stream(body: HeadBody) -> mpsc::Receiver<OutChunk> {
+        match body {
+            HeadBody::Stream(rx) => rx,
+            HeadBody::Empty => panic!("expected a stream, got an empty body"),
+            HeadBody::Full(_) => panic!("expected a stream, got a full body"),
+        }
+    }
+
+    /// The next chunk hyper would read, as text.
+    fn next_chunk(rx: &mut mpsc::Receiver<OutChunk>) -> String {
+        match rx.try_recv() {
+            Ok(OutChunk::Data(data)) => format!("data {:?}", String::from_utf8_lossy(&data)),
+            Ok(OutChunk::Last(data)) => format!("last {:?}", String::from_utf8_lossy(&data)),
+            Ok(OutChunk::Trailers(map)) => {
+                let fields: Vec<String> = map
+                    .iter()
+                    .map(|(n, v)| format!("{n}: {}", v.to_str().unwrap()))
+                    .collect();
+                format!("trailers {}", fields.join(", "))
+            }
+            Err(TryRecvError::Empty) => "nothing yet".into(),
+            Err(TryRecvError::Disconnected) => "dropped".into(),
+        }
+    }
+
+    fn end_kind(end: &End) -> &'static str {
+        match end {
+            End::Nothing => "nothing",
+            End::Send500(_) => "500",
+            End::Aborted => "abort",
+            End::FinishBody(_) => "finish body",
+        }
+    }
+
+    // Message order.
+
+    #[test]
+    fn start_then_one_body_hands_hyper_a_full_body() {
+        let mut st = started(false, 200, &[("content-type", "text/plain")], false);
+        assert_eq!(phase(&st), "held");
+        assert_eq!(st.status, 200);
+        let (status, headers, body) = head(body(&mut st, b"Hello", false, H1));
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(headers["content-type"], "text/plain");
+        assert!(matches!(body, HeadBody::Full(ref b) if b == "Hello"));
+        assert_eq!(phase(&st), "complete");
+        assert!(st.response_complete());
+        assert_eq!(st.bytes_sent, 5);
+    }
+
+    #[test]
+    fn start_alone_sends_nothing() {
+        // Held until the first body message, so a failure until then is still a clean 500.
+        let st = started(false, 200, &[], false);
+        assert_eq!(phase(&st), "held");
+        assert_eq!(st.bytes_sent, 0);
+    }
+
+    #[test]
+    fn body_before_start_is_refused_and_changes_nothing() {
+        let mut st = exchange(false);
+        let f = fault(st.response_body(Bytes::from_static(b"x"), false, H1));
+        assert_eq!(f, Fault::BodyBeforeStart);
+        assert_eq!(
+            f.to_string(),
+            "Expected ASGI message 'http.response.start', but got 'http.response.body'"
+        );
+        assert_eq!(phase(&st), "idle");
+        assert_eq!(st.check_start(), Ok(()));
+    }
+
+    #[test]
+    fn trailers_before_start_are_refused() {
+        let mut st = exchange(false);
+        let f = fault(st.response_trailers(HeaderMap::new(), false));
+        assert_eq!(f, Fault::TrailersBeforeStart);
+        assert_eq!(
+            f.to_string(),
+            "Expected ASGI message 'http.response.start', but got 'http.response.trailers'"
+        );
+        assert_eq!(phase(&st), "idle");
+    }
+
+    #[test]
+    fn second_start_is_refused_while_the_response_is_open() {
+        let mut st = started(false, 200, &[], false);
+        assert_eq!(st.check_start(), Err(Fault::AlreadyStarted));
+        assert_eq!(
+            Fault::AlreadyStarted.to_string(),
+            "Unexpected ASGI message 'http.response.start': the response has already started"
+        );
+        // Even unchecked, start keeps the held head whole.
+        let again = st.response_start(StatusCode::NOT_FOUND, HeaderMap::new(), false, false);
+        assert_eq!(again, Err(Fault::AlreadyStarted));
+        assert_eq!(phase(&st), "held");
+        assert_eq!(st.status, 200);
+
+        let _ = head(body(&mut st, b"a", true, H1));
+        assert_eq!(st.check_start(), Err(Fault::AlreadyStarted));
+    }
+
+    #[test]
+    fn start_after_the_response_ended_reports_a_disconnect() {
+        let mut st = started(false, 200, &[], false);
+        let _ = head(body(&mut st, b"", false, H1));
+        assert_eq!(phase(&st), "complete");
+        assert_eq!(st.check_start(), Err(Fault::Disconnected));
+    }
+
+    #[test]
+    fn body_after_the_last_one_reports_a_disconnect() {
+        let mut st = started(false, 200, &[], false);
+        let _ = head(body(&mut st, b"done", false, H1));
+        assert_eq!(
+            fault(st.response_body(Bytes::new(), false, H1)),
+            Fault::Disconnected
+        );
+        assert_eq!(phase(&st), "complete");
+    }
+
+    // Streamed bodies.
+
+    #[test]
+    fn streamed_body_goes_through_the_channel_in_order() {
+        let mut st = started(false, 200, &[], false);
+        let (_, _, hb) = head(body(&mut st, b"ab", true, H1));
+        let mut rx = stream(hb);
+        assert_eq!(phase(&st), "streaming");
+        assert_eq!(next_chunk(&mut rx), r#"data "ab""#);
+        assert!(!queue_body(&mut st, b"cd", true, H1));
+        assert_eq!(next_chunk(&mut rx), r#"data "cd""#);
+        assert!(queue_body(&mut st, b"e", false, H1));
+        assert_eq!(next_chunk(&mut rx), r#"last "e""#);
+        assert_eq!(phase(&st), "complete");
+        assert_eq!(st.bytes_sent, 5);
+    }
+
+    #[test]
+    fn an_empty_first_chunk_queues_nothing() {
+        let mut st = started(false, 200, &[], false);
+        let (_, _, hb) = head(body(&mut st, b"", true, H1));
+        let mut rx = stream(hb);
+        assert_eq!(next_chunk(&mut rx), "nothing yet");
+        assert_eq!(st.bytes_sent, 0);
+    }
+
+    #[test]
+    fn a_chunk_counts_only_once_queued() {
+        // A push that fails (client gone, send in flight) leaves the state as it was.
+        let mut st = started(false, 200, &[], false);
+        let _rx = stream(head(body(&mut st, b"ab", true, H1)).2);
+        let action = body(&mut st, b"cd", false, H1);
+        assert!(matches!(action, Action::Push { .. }));
+        drop(action);
+        assert_eq!(phase(&st), "streaming");
+        assert_eq!(st.bytes_sent, 2);
+    }
+
+    // Content-Length.
+
+    #[test]
+    fn content_length_exact_in_one_message() {
+        let mut st = started(false, 200, &[("content-length", "5")], false);
+        assert_eq!(st.declared_length, Some(5));
+        let (_, headers, hb) = head(body(&mut st, b"Hello", false, H1));
+        assert_eq!(headers["content-length"], "5");
+        assert!(matches!(hb, HeadBody::Full(_)));
+        assert_eq!(phase(&st), "complete");
+    }
+
+    #[test]
+    fn content_length_too_short_in_one_message_keeps_the_head_for_a_500() {
+        let mut st = started(false, 200, &[("content-length", "5")], false);
+        let f = fault(st.response_body(Bytes::from_static(b"Hel"), false, H1));
+        assert_eq!(
+            f,
+            Fault::LengthMismatch {
+                declared: 5,
+                sent: 3,
+                more_body: false
+            }
+        );
+        assert_eq!(
+            f.to_string(),
+            "the response declares Content-Length 5 but the body has 3 bytes"
+        );
+        assert_eq!(phase(&st), "held");
+        assert_eq!(st.bytes_sent, 0);
+        // The app then raises: nothing went out, so the client gets a clean 500.
+        assert_eq!(end_kind(&st.app_failed(false)), "500");
+        assert_eq!(st.status, 500);
+    }
+
+    #[test]
+    fn content_length_too_long_in_the_first_message() {
+        let mut st = started(false, 200, &[("content-length", "2")], false);
+        let f = fault(st.response_body(Bytes::from_static(b"abc"), true, H1));
+        assert_eq!(
+            f,
+            Fault::LengthMismatch {
+                declared: 2,
+                sent: 3,
+                more_body: true
+            }
+        );
+        assert_eq!(
+            f.to_string(),
+            "the response declares Content-Length 2 but the body has 3 bytes so far"
+        );
+        assert_eq!(phase(&st), "held");
+    }
+
+    #[test]
+    fn content_length_streamed_exact() {
+        let mut st = started(false, 200, &[("content-length", "5")], false);
+        let mut rx = stream(head(body(&mut st, b"ab", true, H1)).2);
+        assert!(!queue_body(&mut st, b"", true, H1));
+        assert!(queue_body(&mut st, b"cde", false, H1));
+        assert_eq!(next_chunk(&mut rx), r#"data "ab""#);
+        assert_eq!(next_chunk(&mut rx), r#"data """#);
+        assert_eq!(next_chunk(&mut rx), r#"last "cde""#);
+        assert_eq!(phase(&st), "complete");
+    }
+
+    #[test]
+    fn content_length_streamed_too_long_aborts() {
+        let mut st = started(false, 200, &[("content-length", "5")], false);
+        let mut rx = stream(head(body(&mut st, b"abc", true, H1)).2);
+        let f = fault(st.response_body(Bytes::from_static(b"def"), true, H1));
+        assert_eq!(
+            f,
+            Fault::LengthMismatch {
+                declared: 5,
+                sent: 6,
+                more_body: true
+            }
+        );
+        // Part of the body is out: the stream is dropped without its end, hyper aborts.
+        assert_eq!(phase(&st), "closed");
+        assert_eq!(next_chunk(&mut rx), r#"data "abc""#);
+        assert_eq!(next_chunk(&mut rx), "dropped");
+        assert_eq!(
+            fault(st.response_body(Bytes::new(), false, H1)),
+            Fault::Disconnected
+        );
+    }
+
+    #[test]
+    fn content_length_streamed_too_short_at_the_end_aborts() {
+        let mut st = started(false, 200, &[("content-length", "5")], false);
+        let _rx = stream(head(body(&mut st, b"ab", true, H1)).2);
+        let f = fault(st.response_body(Bytes::from_static(b"c"), false, H1));
+        assert_eq!(
+            f,
+            Fault::LengthMismatch {
+                declared: 5,
+                sent: 3,
+                more_body: false
+            }
+        );
+        assert_eq!(phase(&st), "closed");
+    }
+
+    #[test]
+    fn content_length_values_may_repeat_if_they_agree() {
+        let st = started(
+            false,
+            200,
+            &[("content-length", "5"), ("content-length", " 5 ")],
+            false,
+        );
+        assert_eq!(st.declared_length, Some(5));
+    }
+
+    #[test]
+    fn content_length_values_that_disagree_are_refused() {
+        let mut st = exchange(false);
+        let pairs = headers(&[("content-length", "5"), ("content-length", "6")]);
+        let f = st
+            .response_start(StatusCode::OK, pairs, true, false)
+            .unwrap_err();
+        assert_eq!(f, Fault::ContentLengthsDisagree);
+        assert_eq!(
+            f.to_string(),
+            "'headers' has several Content-Length values that disagree"
+        );
+        // Refused before anything else changed: the start may be sent again.
+        assert_eq!(phase(&st), "idle");
+        assert!(!st.trailers);
+        assert_eq!(st.status, 0);
+    }
+
+    #[test]
+    fn content_length_that_is_not_a_number_is_refused() {
+        for value in ["abc", "-1", "", "5 5", "18446744073709551616"] {
+            let mut st = exchange(false);
+            let mut map = HeaderMap::new();
+            map.insert(CONTENT_LENGTH, HeaderValue::from_str(value).unwrap());
+            let f = st
+                .response_start(StatusCode::OK, map, false, false)
+                .unwrap_err();
+            assert_eq!(f, Fault::InvalidContentLength(value.into()));
+            assert_eq!(phase(&st), "idle");
+        }
+        assert_eq!(
+            Fault::InvalidContentLength("abc".into()).to_string(),
+            r#"'headers' has an invalid Content-Length value "abc""#
+        );
+    }
+
+    #[test]
+    fn content_length_is_checked_before_the_client_is() {
+        let mut st = exchange(false);
+        let f = st.response_start(
+            StatusCode::OK,
+            headers(&[("content-length", "x")]),
+            false,
+            true,
+        );
+        assert_eq!(f, Err(Fault::InvalidContentLength("x".into())));
+        assert_eq!(phase(&st), "idle");
+    }
+
+    // HEAD, 204, 304.
+
+    #[test]
+    fn head_drops_the_body_and_mirrors_its_length() {
+        let mut st = started(true, 200, &[], false);
+        let (_, headers, hb) = head(body(&mut st, b"Hello", false, H1));
+        assert!(matches!(hb, HeadBody::Empty));
+        assert_eq!(headers["content-length"], "5");
+        assert_eq!(phase(&st), "complete");
+        assert_eq!(st.bytes_sent, 0);
+    }
+
+    #[test]
+    fn head_keeps_the_apps_content_length() {
+        let mut st = started(true, 200, &[("content-length", "100")], false);
+        // No mismatch for HEAD: the body is not sent.
+        let (_, headers, hb) = head(body(&mut st, b"Hello", false, H1));
+        assert!(matches!(hb, HeadBody::Empty));
+        assert_eq!(headers["content-length"], "100");
+    }
+
+    #[test]
+    fn head_adds_no_length_for_an_empty_or_streamed_body() {
+        let mut st = started(true, 200, &[], false);
+        let (_, headers, _) = head(body(&mut st, b"", false, H1));
+        assert!(!headers.contains_key(CONTENT_LENGTH));
+
+        let mut st = started(true, 200, &[], false);
+        let (_, headers, hb) = head(body(&mut st, b"part", true, H1));
+        assert!(!headers.contains_key(CONTENT_LENGTH));
+        assert!(matches!(hb, HeadBody::Empty));
+        assert_eq!(phase(&st), "discarding");
+    }
+
+    #[test]
+    fn head_discards_the_rest_of_a_streamed_body() {
+        let mut st = started(true, 200, &[("content-length", "3")], false);
+        let _ = head(body(&mut st, b"ab", true, H1));
+        assert!(matches!(body(&mut st, b"cdef", true, H1), Action::Nothing));
+        assert_eq!(phase(&st), "discarding");
+        // The end: complete, but Nothing to do (not Done: the protocol finishes it when
+        // the app returns, as before).
+        assert!(matches!(body(&mut st, b"", false, H1), Action::Nothing));
+        assert_eq!(phase(&st), "complete");
+        assert_eq!(st.bytes_sent, 0);
+    }
+
+    #[test]
+    fn no_content_and_not_modified_drop_the_body() {
+        for status in [204, 304] {
+            let mut st = started(false, status, &[("content-length", "10")], false);
+            let (s, headers, hb) = head(body(&mut st, b"body", false, H1));
+            assert_eq!(s.as_u16(), status);
+            assert!(matches!(hb, HeadBody::Empty));
+            // Not HEAD: nothing mirrored, the app's header left alone, no mismatch.
+            assert_eq!(headers["content-length"], "10");
+            assert_eq!(phase(&st), "complete");
+
+            let mut st = started(false, status, &[], false);
+            let (_, headers, _) = head(body(&mut st, b"body", false, H1));
+            assert!(!headers.contains_key(CONTENT_LENGTH));
+        }
+    }
+
+    #[test]
+    fn not_found_keeps_its_body() {
+        let mut st = started(false, 404, &[], false);
+        let (_, _, hb) = head(body(&mut st, b"nope", false, H1));
+        assert!(matches!(hb, HeadBody::Full(_)));
+    }
+
+    // Trailers.
+
+    #[test]
+    fn promised_trailers_end_the_stream_on_http2() {
+        let mut st = started(false, 200, &[], true);
+        // One body message, yet streamed: the trailers will end the stream.
+        let mut rx = stream(head(body(&mut st, b"data", false, H2)).2);
+        assert_eq!(phase(&st), "trailers (stream open)");
+        assert_eq!(next_chunk(&mut rx), r#"data "data""#);
+        let first = st.response_trailers(headers(&[("x-checksum", "abc")]), true);
+        assert!(matches!(first, Ok(Action::Nothing)));
+        let last = st
+            .response_trailers(headers(&[("x-checksum", "def"), ("x-status", "ok")]), false)
+            .ok()
+            .unwrap();
+        assert!(queue(&mut st, last));
+        assert_eq!(
+            next_chunk(&mut rx),
+            "trailers x-checksum: abc, x-checksum: def, x-status: ok"
+        );
+        assert_eq!(phase(&st), "complete");
+    }
+
+    #[test]
+    fn promised_trailers_after_a_streamed_body_on_http2() {
+        let mut st = started(false, 200, &[("content-length", "4")], true);
+        let mut rx = stream(head(body(&mut st, b"ab", true, H2)).2);
+        // The last data does not end the stream.
+        assert!(!queue_body(&mut st, b"cd", false, H2));
+        assert_eq!(phase(&st), "trailers (stream open)");
+        assert_eq!(next_chunk(&mut rx), r#"data "ab""#);
+        assert_eq!(next_chunk(&mut rx), r#"data "cd""#);
+        assert!(queue_trailers(&mut st, headers(&[("x-a", "1")]), false));
+        assert_eq!(next_chunk(&mut rx), "trailers x-a: 1");
+        assert_eq!(st.bytes_sent, 4);
+    }
+
+    #[test]
+    fn an_empty_trailer_section_just_ends_the_body() {
+        let mut st = started(false, 200, &[], true);
+        let mut rx = stream(head(body(&mut st, b"x", false, H2)).2);
+        assert!(queue_trailers(&mut st, HeaderMap::new(), false));
+        assert_eq!(next_chunk(&mut rx), r#"data "x""#);
+        assert_eq!(next_chunk(&mut rx), r#"last """#);
+    }
+
+    #[test]
+    fn promised_trailers_are_dropped_on_http1() {
+        let mut st = started(false, 200, &[], true);
+        let (_, _, hb) = head(body(&mut st, b"data", false, H1));
+        assert!(matches!(hb, HeadBody::Full(_)));
+        assert_eq!(phase(&st), "trailers (dropped)");
+        let done = st.response_trailers(headers(&[("x-a", "1")]), false);
+        assert!(matches!(done, Ok(Action::Done)));
+        assert_eq!(phase(&st), "complete");
+    }
+
+    #[test]
+    fn promised_trailers_are_dropped_without_a_body() {
+        let mut st = started(true, 200, &[], true);
+        let _ = head(body(&mut st, b"data", false, H2));
+        assert_eq!(phase(&st), "trailers (dropped)");
+        assert!(matches!(
+            st.response_trailers(HeaderMap::new(), false),
+            Ok(Action::Done)
+        ));
+    }
+
+    #[test]
+    fn trailers_that_were_not_promised_are_refused() {
+        let mut st = started(false, 200, &[], false);
+        let f = fault(st.response_trailers(HeaderMap::new(), false));
+        assert_eq!(f, Fault::TrailersNotPromised);
+        assert_eq!(
+            f.to_string(),
+            "Unexpected ASGI message 'http.response.trailers': 'http.response.start' did not \
+             set 'trailers': True"
+        );
+        // Even once the response is complete: the app's mistake, not a disconnect.
+        let _ = head(body(&mut st, b"", false, H2));
+        assert_eq!(
+            fault(st.response_trailers(HeaderMap::new(), false)),
+            Fault::TrailersNotPromised
+        );
+    }
+
+    #[test]
+    fn trailers_before_the_body_ends_are_refused() {
+        let mut st = started(false, 200, &[], true);
+        let f = fault(st.response_trailers(HeaderMap::new(), false));
+        assert_eq!(f, Fault::BodyNotComplete);
+        assert_eq!(phase(&st), "held");
+        assert!(f.to_string().contains("the response body is not complete"));
+
+        let _rx = stream(head(body(&mut st, b"a", true, H2)).2);
+        assert_eq!(
+            fault(st.response_trailers(HeaderMap::new(), false)),
+            Fault::BodyNotComplete
+        );
+        assert_eq!(phase(&st), "streaming");
+    }
+
+    #[test]
+    fn body_after_the_last_one_while_trailers_are_due_is_refused() {
+        let mut st = started(false, 200, &[], true);
+        let _rx = stream(head(body(&mut st, b"a", false, H2)).2);
+        let f = fault(st.response_body(Bytes::from_static(b"b"), false, H2));
+        assert_eq!(f, Fault::BodyAlreadyComplete);
+        assert_eq!(
+            f.to_string(),
+            "Unexpected ASGI message 'http.response.body': the body is complete, expected \
+             'http.response.trailers'"
+        );
+        assert_eq!(phase(&st), "trailers (stream open)");
+    }
+
+    #[test]
+    fn trailers_after_the_trailers_report_a_disconnect() {
+        let mut st = started(false, 200, &[], true);
+        let _rx = stream(head(body(&mut st, b"a", false, H2)).2);
+        assert!(queue_trailers(&mut st, HeaderMap::new(), false));
+        assert_eq!(
+            fault(st.response_trailers(HeaderMap::new(), false)),
+            Fault::Disconnected
+        );
+    }
+
+    #[test]
+    fn trailers_that_cannot_be_queued_leave_the_response_closed() {
+        // A final trailers message whose push fails drops the stream: the body aborts.
+        let mut st = started(false, 200, &[], true);
+        let mut rx = stream(head(body(&mut st, b"a", false, H2)).2);
+        let action = st.response_trailers(HeaderMap::new(), false).unwrap();
+        assert_eq!(phase(&st), "closed");
+        drop(action);
+        assert_eq!(next_chunk(&mut rx), r#"data "a""#);
+        assert_eq!(next_chunk(&mut rx), "dropped");
+    }
+
+    // Disconnects.
+
+    #[test]
+    fn start_after_the_client_left_reports_a_disconnect() {
+        let mut st = exchange(false);
+        let result = st.response_start(StatusCode::OK, HeaderMap::new(), true, true);
+        assert_eq!(result, Err(Fault::Disconnected));
+        assert_eq!(phase(&st), "closed");
+        assert!(st.trailers);
+        assert_eq!(st.status, 0);
+        assert_eq!(
+            fault(st.response_body(Bytes::new(), false, H1)),
+            Fault::Disconnected
+        );
+        assert_eq!(st.check_start(), Err(Fault::Disconnected));
+        // Nobody to answer.
+        assert_eq!(end_kind(&st.app_failed(true)), "nothing");
+    }
+
+    #[test]
+    fn hyper_gone_when_the_head_goes_out() {
+        let mut st = started(false, 200, &[], false);
+        let _ = head(body(&mut st, b"a", true, H1));
+        st.client_gone();
+        assert_eq!(phase(&st), "closed");
+        assert_eq!(
+            fault(st.response_body(Bytes::new(), false, H1)),
+            Fault::Disconnected
+        );
+        let (end, log) = st.app_returned(true);
+        assert_eq!(end_kind(&end), "nothing");
+        assert_eq!(log, None);
+    }
+
+    #[test]
+    fn request_body_failing_before_the_head_lets_tokio_answer() {
+        for mut st in [exchange(false), started(false, 200, &[], false)] {
+            st.request_body_failed(StatusCode::PAYLOAD_TOO_LARGE);
+            assert_eq!(phase(&st), "closed");
+            assert_eq!(st.status, 413);
+            assert_eq!(
+                fault(st.response_body(Bytes::new(), false, H1)),
+                Fault::Disconnected
+            );
+            assert_eq!(end_kind(&st.app_failed(false)), "nothing");
+        }
+    }
+
+    #[test]
+    fn request_body_failing_after_the_head_aborts_the_response() {
+        let mut st = started(false, 200, &[], false);
+        let mut rx = stream(head(body(&mut st, b"a", true, H1)).2);
+        st.request_body_failed(StatusCode::REQUEST_TIMEOUT);
+        assert_eq!(phase(&st), "closed");
+        assert_eq!(st.status, 200);
+        assert_eq!(st.body_failed, Some(StatusCode::REQUEST_TIMEOUT));
+        assert_eq!(next_chunk(&mut rx), r#"data "a""#);
+        assert_eq!(next_chunk(&mut rx), "dropped");
+
+        let mut st = started(false, 200, &[], true);
+        let _rx = stream(head(body(&mut st, b"a", false, H2)).2);
+        st.request_body_failed(StatusCode::BAD_REQUEST);
+        assert_eq!(phase(&st), "closed");
+    }
+
+    #[test]
+    fn request_body_failing_after_the_response_changes_nothing() {
+        let mut st = started(false, 200, &[], false);
+        let _ = head(body(&mut st, b"a", false, H1));
+        st.request_body_failed(StatusCode::BAD_REQUEST);
+        assert_eq!(phase(&st), "complete");
+        assert_eq!(st.status, 200);
+
+        let mut st = started(false, 200, &[], true);
+        let _ = head(body(&mut st, b"a", false, H1));
+        st.request_body_failed(StatusCode::BAD_REQUEST);
+        assert_eq!(phase(&st), "trailers (dropped)");
+    }
+
+    // The app returns.
+
+    #[test]
+    fn returning_without_a_start_sends_500() {
+        let mut st = exchange(false);
+        let (end, log) = st.app_returned(false);
+        assert_eq!(end_kind(&end), "500");
+        assert_eq!(
+            log,
+            Some("ASGI callable returned without starting a response; sent 500")
+        );
+        assert_eq!(st.status, 500);
+        assert_eq!(phase(&st), "closed");
+    }
+
+    #[test]
+    fn returning_without_a_start_after_the_client_left_is_quiet() {
+        let mut st = exchange(false);
+        let (end, log) = st.app_returned(true);
+        assert_eq!(end_kind(&end), "nothing");
+        assert_eq!(log, None);
+        assert_eq!(st.status, 0);
+
+        // A failed request body: tokio answers with its own status.
+        let mut st = exchange(false);
+        st.body_failed = Some(StatusCode::BAD_REQUEST);
+        let (end, log) = st.app_returned(false);
+        assert_eq!(end_kind(&end), "nothing");
+        assert_eq!(log, None);
+        assert_eq!(st.status, 400);
+    }
+
+    #[test]
+    fn returning_without_a_body_sends_500() {
+        let mut st = started(false, 204, &[], false);
+        let (end, log) = st.app_returned(false);
+        assert_eq!(end_kind(&end), "500");
+        assert_eq!(
+            log,
+            Some("ASGI callable returned without sending a response body; sent 500")
+        );
+        assert_eq!(st.status, 500);
+    }
+
+    #[test]
+    fn returning_mid_stream_aborts() {
+        let mut st = started(false, 200, &[], false);
+        let mut rx = stream(head(body(&mut st, b"a", true, H1)).2);
+        let (end, log) = st.app_returned(false);
+        assert_eq!(end_kind(&end), "abort");
+        assert_eq!(
+            log,
+            Some("ASGI callable returned without completing the response; aborted it")
+        );
+        assert_eq!(phase(&st), "closed");
+        assert_eq!(next_chunk(&mut rx), r#"data "a""#);
+        assert_eq!(next_chunk(&mut rx), "dropped");
+    }
+
+    #[test]
+    fn returning_with_trailers_pending_ends_the_body_without_them() {
+        let log = Some(
+            "ASGI callable promised trailers but returned without sending \
+             'http.response.trailers'; ended the response without them",
+        );
+        let mut st = started(false, 200, &[], true);
+        let _rx = stream(head(body(&mut st, b"a", false, H2)).2);
+        let (end, fault) = st.app_returned(false);
+        assert_eq!(end_kind(&end), "finish body");
+        assert_eq!(fault, log);
+        assert_eq!(phase(&st), "complete");
+
+        // HTTP/1: nothing to end, but the app's mistake is still logged.
+        let mut st = started(false, 200, &[], true);
+        let _ = head(body(&mut st, b"a", false, H1));
+        let (end, fault) = st.app_returned(false);
+        assert_eq!(end_kind(&end), "nothing");
+        assert_eq!(fault, log);
+        assert_eq!(phase(&st), "complete");
+    }
+
+    #[test]
+    fn returning_after_a_complete_response_is_quiet() {
+        let mut st = started(false, 200, &[], false);
+        let _ = head(body(&mut st, b"a", false, H1));
+        let (end, log) = st.app_returned(false);
+        assert_eq!(end_kind(&end), "nothing");
+        assert_eq!(log, None);
+        assert_eq!(phase(&st), "complete");
+        assert_eq!(st.status, 200);
+
+        // HEAD mid-stream: nothing was going out anyway.
+        let mut st = started(true, 200, &[], false);
+        let _ = head(body(&mut st, b"a", true, H1));
+        let (end, log) = st.app_returned(false);
+        assert_eq!(end_kind(&end), "nothing");
+        assert_eq!(log, None);
+        assert_eq!(phase(&st), "complete");
+    }
+
+    // The app raises.
+
+    #[test]
+    fn failing_before_the_head_sends_500() {
+        let mut st = exchange(false);
+        assert_eq!(end_kind(&st.app_failed(false)), "500");
+        assert_eq!(st.status, 500);
+        let mut st = started(false, 201, &[], false);
+        assert_eq!(end_kind(&st.app_failed(false)), "500");
+        assert_eq!(st.status, 500);
+        assert_eq!(phase(&st), "closed");
+        // Once: a second failure finds nothing to answer.
+        assert_eq!(end_kind(&st.app_failed(false)), "nothing");
+    }
+
+    #[test]
+    fn failing_after_the_head_aborts() {
+        let mut st = started(false, 200, &[], false);
+        let _rx = stream(head(body(&mut st, b"a", true, H1)).2);
+        assert_eq!(end_kind(&st.app_failed(false)), "abort");
+        assert_eq!(phase(&st), "closed");
+        assert_eq!(st.status, 200);
+
+        // Promised trailers that can go out are part of the response: abort without them.
+        let mut st = started(false, 200, &[], true);
+        let _rx = stream(head(body(&mut st, b"a", false, H2)).2);
+        assert_eq!(end_kind(&st.app_failed(false)), "abort");
+        assert_eq!(phase(&st), "closed");
+    }
+
+    #[test]
+    fn failing_when_nothing_more_would_go_out_completes() {
+        let mut st = started(false, 200, &[], true);
+        let _ = head(body(&mut st, b"a", false, H1));
+        assert_eq!(end_kind(&st.app_failed(false)), "nothing");
+        assert_eq!(phase(&st), "complete");
+
+        let mut st = started(true, 200, &[], false);
+        let _ = head(body(&mut st, b"a", true, H1));
+        assert_eq!(end_kind(&st.app_failed(false)), "nothing");
+        assert_eq!(phase(&st), "complete");
+
+        let mut st = started(false, 200, &[], false);
+        let _ = head(body(&mut st, b"a", false, H1));
+        assert_eq!(end_kind(&st.app_failed(false)), "nothing");
+        assert_eq!(phase(&st), "complete");
+    }
+}
