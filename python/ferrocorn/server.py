@@ -1,5 +1,5 @@
 """One worker: load the app, run lifespan, hand the socket to the Rust core, serve until
-told to stop, then drain gracefully (DESIGN.md; uvicorn's Server is the model for the API)."""
+told to stop, then drain gracefully (ARCHITECTURE.md; uvicorn's Server is the model for the API)."""
 
 from __future__ import annotations
 
