@@ -52,6 +52,10 @@ const RULES: &[(&str, &[&str])] = &[
     ("server", &["pyo3", "crate::asgi", "crate::core"]),
     // The loop thread: never the tokio side's internals.
     ("asgi", &["crate::server", "crate::core"]),
+    // The response rules stay plain Rust, testable without Python.
+    ("asgi/response.rs", &["pyo3"]),
+    ("asgi/ws_send.rs", &["pyo3"]),
+    ("asgi/pypy/packing.rs", &["pyo3"]),
 ];
 
 fn rust_files(path: &Path, out: &mut Vec<PathBuf>) {
