@@ -7,7 +7,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::asgi::errors::{log_error, log_warning};
-use crate::asgi::protocol::{HttpProtocol, LoopCtx, RequestLine};
+use crate::asgi::loop_ctx::LoopCtx;
+use crate::asgi::protocol::{HttpProtocol, RequestLine};
 use crate::asgi::scope::ScopeFactory;
 use crate::asgi::spawn::{Runner, TaskSpawner};
 use crate::asgi::websocket::WebSocketProtocol;

@@ -6,6 +6,7 @@ pub(crate) mod dispatch;
 pub(crate) mod errors;
 #[cfg(not(PyPy))] // needs the C API's contextvars functions, which PyPy lacks
 pub(crate) mod lazy_task;
+pub(crate) mod loop_ctx;
 pub(crate) mod messages;
 pub(crate) mod protocol;
 pub(crate) mod response;

@@ -16,9 +16,9 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict};
-use tokio::runtime::Handle;
 use tokio::sync::mpsc::{self, error::TryRecvError, error::TrySendError};
 
+use crate::asgi::loop_ctx::LoopCtx;
 use crate::asgi::messages::{
     as_dict, message_type, parse_response_body, parse_response_start, parse_response_trailers,
     parse_trailers_flag,
@@ -28,21 +28,8 @@ use crate::asgi::waiters::{self, client_disconnected, Channel};
 use crate::bridge::body::{InChunk, OutChunk, ResponseBody};
 use crate::bridge::exchange::CloseGuard;
 use crate::bridge::http_state::{HttpCloseGuard, HttpExchange, HttpState, RequestBody};
-use crate::bridge::relay::WakeRelay;
 use crate::bridge::waiters::Waiters;
-use crate::config::ServerConfig;
 use crate::http::responses::{build_response, error_response};
-
-/// Loop-side things every protocol object needs; one per `Core`.
-pub(crate) struct LoopCtx {
-    pub create_future: Py<PyAny>,
-    pub runtime: Handle,
-    pub config: Arc<ServerConfig>,
-    /// An already-completed asyncio future (result None), shared by every `send()` that did
-    /// not have to wait: awaiting a done future stays in C (no call back into the extension).
-    pub done: Py<PyAny>,
-    pub relay: Arc<WakeRelay>,
-}
 
 /// What the access log needs; moved out of the request head before the scope is built.
 pub(crate) struct RequestLine {

@@ -12,7 +12,7 @@ use tokio::sync::mpsc::{self, error::TrySendError};
 
 use crate::asgi::awaitable::Ready;
 use crate::asgi::errors::ClientDisconnected;
-use crate::asgi::protocol::LoopCtx;
+use crate::asgi::loop_ctx::LoopCtx;
 use crate::bridge::exchange::{Exchange, ExchangeState};
 use crate::bridge::waiters::Waiters;
 

@@ -13,10 +13,10 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyString};
 use tokio::sync::mpsc::{self, error::TryRecvError};
 
+use crate::asgi::loop_ctx::LoopCtx;
 use crate::asgi::messages::{
     as_dict, body_bytes, message_type, parse_headers, parse_response_start, type_name,
 };
-use crate::asgi::protocol::LoopCtx;
 use crate::asgi::waiters::{self, client_disconnected, Channel};
 use crate::asgi::ws_send::{self, Payload, WsAction, WsEnd, WsFault};
 use crate::bridge::body::ResponseBody;

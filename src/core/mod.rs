@@ -3,6 +3,7 @@
 //! What happens per request is the dispatcher's (asgi/dispatch.rs) and the tokio side's.
 
 pub(crate) mod options;
+mod seconds;
 pub(crate) mod tls_config;
 
 use std::os::fd::FromRawFd;
@@ -14,7 +15,7 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
 use crate::asgi::dispatch::{AppCall, Dispatcher};
-use crate::asgi::protocol::LoopCtx;
+use crate::asgi::loop_ctx::LoopCtx;
 use crate::asgi::spawn::Runner;
 use crate::bridge::wakeup::Wakeup;
 use crate::server::listener::{accept_loop, Listener};

@@ -4,11 +4,11 @@
 //! the field here that reads it, nothing else.
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 
+use super::seconds::seconds;
 use super::tls_config::TlsConfig;
 use crate::config::{Http2Settings, HttpMode, ServerConfig};
 use crate::http::headers::{response_header_name, response_header_value};
@@ -120,18 +120,6 @@ fn extra_headers(
             Ok((name, value))
         })
         .collect()
-}
-
-/// A timeout in seconds from Python: None or 0 disables it.
-pub(crate) fn seconds(name: &str, value: Option<f64>) -> PyResult<Option<Duration>> {
-    match value {
-        None => Ok(None),
-        Some(0.0) => Ok(None),
-        Some(t) if t.is_finite() && t > 0.0 => Ok(Some(Duration::from_secs_f64(t))),
-        Some(t) => Err(PyValueError::new_err(format!(
-            "{name} must be a non-negative number of seconds, got {t}"
-        ))),
-    }
 }
 
 fn http_mode(value: &str) -> PyResult<HttpMode> {

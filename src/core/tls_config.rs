@@ -65,7 +65,7 @@ impl TlsConfig {
             min_version: self::min_version(min_version)?,
             ciphers,
         };
-        let handshake_timeout = super::options::seconds("handshake_timeout", handshake_timeout)?;
+        let handshake_timeout = super::seconds::seconds("handshake_timeout", handshake_timeout)?;
         // File reads and key decryption (scrypt can be slow) need no GIL.
         let loaded = py.detach(|| load(&opts)).map_err(PyValueError::new_err)?;
         Ok(TlsConfig {
