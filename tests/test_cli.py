@@ -220,3 +220,11 @@ def test_invalid_choice_rejected(flag):
     proc = run_ferrocorn("tests.apps.basic:app", flag, "bogus-choice", "--port", "0")
     assert proc.returncode != 0
     assert "bogus-choice" in text(proc)
+
+
+def test_logs_started_server_process_and_the_loop_at_debug(server_factory):
+    """uvicorn's first line, with this process's id; which event loop runs, at debug level."""
+    server = server_factory("tests.apps.basic:app", "--log-level", "debug")
+    started = re.escape("INFO:     Started server process [%d]" % server.pid)
+    assert server.wait_for_output(started, timeout=5), server.output()
+    assert server.wait_for_output(r"DEBUG: +Event loop: \w", timeout=5), server.output()

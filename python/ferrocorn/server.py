@@ -54,6 +54,10 @@ class Server:
             logger.error("%s", exc)
             self.exit_code = EXIT_CONFIG_ERROR
             return self.exit_code
+        # uvicorn's first line, which log pipelines and process managers already look for.
+        logger.info("Started server process [%d]", os.getpid())
+        loop = asyncio.get_running_loop()
+        logger.debug("Event loop: %s.%s", type(loop).__module__, type(loop).__qualname__)
 
         state: dict[str, Any] = {}
         lifespan: Lifespan | None = None
