@@ -1,16 +1,37 @@
 #!/usr/bin/env bash
-# The whole test suite, from a fresh checkout: Rust unit tests, then the black-box pytest
-# suite against a release wheel under CPython and under PyPy (each in its own virtualenv).
+# The whole test suite, from a fresh checkout: the style gate and Rust unit tests, then the
+# black-box pytest suite against a release wheel under CPython 3.11 and 3.13 and under PyPy
+# (each in its own virtualenv).
 #
-#   bash tests/run_all.sh            # both interpreters
+#   bash tests/run_all.sh            # CPython 3.11 (python3), CPython 3.13 and PyPy
 #   INTERPRETERS=python3 bash tests/run_all.sh
 #
-# Needs: cargo, python3 (with pip), pypy3 (+ pypy3-dev), openssl (test certificates) and
-# optionally h2load (nghttp2-client) — .ci/run installs them on Debian.
+# Needs: cargo, python3 (with pip), python3.13 (PATH or pyenv), pypy3 (+ pypy3-dev), openssl
+# (test certificates) and optionally h2load (nghttp2-client) — .ci/run installs the Debian
+# ones.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ROOT=$(pwd)
-INTERPRETERS=${INTERPRETERS:-"python3 pypy3"}
+INTERPRETERS=${INTERPRETERS:-"python3 python3.13 pypy3"}
+
+# An interpreter by name: from PATH when it runs, else from pyenv's versions (a pyenv shim
+# is on PATH for every version but runs only the selected one).
+interpreter() {
+    local found
+    found=$(command -v "$1" 2>/dev/null || true)
+    if [ -n "$found" ] && "$found" -c pass 2>/dev/null; then
+        echo "$found"
+        return
+    fi
+    for found in "${PYENV_ROOT:-$HOME/.pyenv}"/versions/*/bin/"$1"; do
+        if [ -x "$found" ] && "$found" -c pass 2>/dev/null; then
+            echo "$found"
+            return
+        fi
+    done
+    echo "interpreter $1 not found (on PATH or under pyenv's versions)" >&2
+    return 1
+}
 PYTEST_ARGS=${PYTEST_ARGS:-"-q -ra"}
 
 echo "== style gate: cargo fmt, clippy on the CPython and PyPy builds"
@@ -38,11 +59,12 @@ rm -rf "$ROOT/target/wheels-test"
 
 for interp in $INTERPRETERS; do
     echo "== $interp: build the wheel"
-    python3 -m maturin build --release --interpreter "$(command -v "$interp")" \
+    python=$(interpreter "$interp")
+    python3 -m maturin build --release --interpreter "$python" \
         --out "$ROOT/target/wheels-test/$interp" --quiet
     venv="$ROOT/target/venv-test-$interp"
     rm -rf "$venv"
-    "$interp" -m venv "$venv"
+    "$python" -m venv "$venv"
     "$venv/bin/python" -m pip install --quiet --upgrade pip
     "$venv/bin/python" -m pip install --quiet -r tests/requirements.txt
     # The framework matrix: PyPy 3.9 gets the subset that installs there (see the file).
