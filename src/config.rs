@@ -19,15 +19,15 @@ pub(crate) enum HttpMode {
 /// HTTP/2 connection settings (`--http2-*`).
 #[derive(Clone, Debug)]
 pub(crate) struct Http2Settings {
-    pub max_concurrent_streams: u32,
-    pub initial_stream_window_size: u32,
-    pub initial_connection_window_size: u32,
-    pub max_frame_size: u32,
-    pub max_header_list_size: u32,
+    pub(crate) max_concurrent_streams: u32,
+    pub(crate) initial_stream_window_size: u32,
+    pub(crate) initial_connection_window_size: u32,
+    pub(crate) max_frame_size: u32,
+    pub(crate) max_header_list_size: u32,
     /// Send PING frames this often (None: never).
-    pub keep_alive_interval: Option<Duration>,
+    pub(crate) keep_alive_interval: Option<Duration>,
     /// Close the connection when a PING is not answered within this.
-    pub keep_alive_timeout: Duration,
+    pub(crate) keep_alive_timeout: Duration,
 }
 
 impl Default for Http2Settings {
@@ -48,33 +48,33 @@ use crate::ws::WsConfig;
 #[derive(Clone, Debug)]
 pub(crate) struct ServerConfig {
     /// Add `Server: ferrocorn` unless the app set its own.
-    pub server_header: bool,
+    pub(crate) server_header: bool,
     /// Let hyper add a cached `Date` header.
-    pub date_header: bool,
+    pub(crate) date_header: bool,
     /// Extra headers added to every response (`--header`).
-    pub extra_headers: Vec<(HeaderName, HeaderValue)>,
-    pub max_header_size: usize,
-    pub max_headers: usize,
+    pub(crate) extra_headers: Vec<(HeaderName, HeaderValue)>,
+    pub(crate) max_header_size: usize,
+    pub(crate) max_headers: usize,
     /// Bodies with a Content-Length up to this are read before dispatch.
-    pub body_preread_limit: u64,
-    pub header_read_timeout: Option<Duration>,
+    pub(crate) body_preread_limit: u64,
+    pub(crate) header_read_timeout: Option<Duration>,
     /// Close a keep-alive connection idle (no request in flight) for this long.
-    pub timeout_keep_alive: Option<Duration>,
+    pub(crate) timeout_keep_alive: Option<Duration>,
     /// Answer 503 instead of dispatching beyond this many requests in flight.
-    pub limit_concurrency: Option<usize>,
+    pub(crate) limit_concurrency: Option<usize>,
     /// Largest request body: a Content-Length above it gets 413 up front, a streamed body is
     /// cut off (413, or an abort once the response started) when it grows past it.
-    pub limit_request_body: Option<u64>,
+    pub(crate) limit_request_body: Option<u64>,
     /// How long the server waits for the next piece of a request body while the app waits in
     /// `receive()` (408, or an abort once the response started).
-    pub timeout_request_body: Option<Duration>,
+    pub(crate) timeout_request_body: Option<Duration>,
     /// Longest request-target (path and query; HTTP/2 `:path`): longer ones get 414.
-    pub limit_request_line: Option<usize>,
-    pub http: HttpMode,
-    pub http2: Http2Settings,
+    pub(crate) limit_request_line: Option<usize>,
+    pub(crate) http: HttpMode,
+    pub(crate) http2: Http2Settings,
     /// Serve TLS on every listener when set.
-    pub tls: Option<Arc<TlsServer>>,
-    pub ws: WsConfig,
+    pub(crate) tls: Option<Arc<TlsServer>>,
+    pub(crate) ws: WsConfig,
 }
 
 /// For unit tests: the defaults users get are `Config`'s (python/ferrocorn/config.py), read

@@ -10,7 +10,7 @@ use pyo3::{intern, PyTypeInfo};
 
 use crate::http::headers::{response_header_name, response_header_value, HeaderError};
 
-pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
+pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type()
         .name()
         .map(|n| n.to_string())
@@ -18,7 +18,7 @@ pub fn type_name(obj: &Bound<'_, PyAny>) -> String {
 }
 
 /// The message as a dict (the spec says dict; any Mapping subclass of dict works too).
-pub fn as_dict<'a, 'py>(message: &'a Bound<'py, PyAny>) -> PyResult<&'a Bound<'py, PyDict>> {
+pub(crate) fn as_dict<'a, 'py>(message: &'a Bound<'py, PyAny>) -> PyResult<&'a Bound<'py, PyDict>> {
     message.downcast::<PyDict>().map_err(|_| {
         PyTypeError::new_err(format!(
             "ASGI message must be a dict, got {}",
@@ -28,7 +28,7 @@ pub fn as_dict<'a, 'py>(message: &'a Bound<'py, PyAny>) -> PyResult<&'a Bound<'p
 }
 
 /// The message's `type`, as a Python string (caller compares it).
-pub fn message_type<'py>(message: &Bound<'py, PyDict>) -> PyResult<Bound<'py, PyString>> {
+pub(crate) fn message_type<'py>(message: &Bound<'py, PyDict>) -> PyResult<Bound<'py, PyString>> {
     let py = message.py();
     match message.get_item(intern!(py, "type"))? {
         None => Err(PyValueError::new_err(
@@ -44,7 +44,9 @@ pub fn message_type<'py>(message: &Bound<'py, PyDict>) -> PyResult<Bound<'py, Py
     }
 }
 
-pub fn parse_response_start(message: &Bound<'_, PyDict>) -> PyResult<(StatusCode, HeaderMap)> {
+pub(crate) fn parse_response_start(
+    message: &Bound<'_, PyDict>,
+) -> PyResult<(StatusCode, HeaderMap)> {
     let py = message.py();
     let status = match message.get_item(intern!(py, "status"))? {
         None => {
@@ -81,7 +83,7 @@ pub fn parse_response_start(message: &Bound<'_, PyDict>) -> PyResult<(StatusCode
 
 /// `[[name, value], ...]` of bytes into a HeaderMap, refusing anything that could split or
 /// inject headers.
-pub fn parse_headers(headers: &Bound<'_, PyAny>, key: &str) -> PyResult<HeaderMap> {
+pub(crate) fn parse_headers(headers: &Bound<'_, PyAny>, key: &str) -> PyResult<HeaderMap> {
     let mut map = HeaderMap::new();
     // Lists (the common case) are walked directly; anything else iterable works too.
     if let Ok(list) = headers.downcast::<PyList>() {
@@ -173,7 +175,7 @@ fn header_bytes<'a, 'py>(
     })
 }
 
-pub fn parse_response_body(message: &Bound<'_, PyDict>) -> PyResult<(Bytes, bool)> {
+pub(crate) fn parse_response_body(message: &Bound<'_, PyDict>) -> PyResult<(Bytes, bool)> {
     let py = message.py();
     let body = match message.get_item(intern!(py, "body"))? {
         None => Bytes::new(),
@@ -186,7 +188,7 @@ pub fn parse_response_body(message: &Bound<'_, PyDict>) -> PyResult<(Bytes, bool
     Ok((body, more_body))
 }
 
-pub fn body_bytes(obj: &Bound<'_, PyAny>, key: &str) -> PyResult<Bytes> {
+pub(crate) fn body_bytes(obj: &Bound<'_, PyAny>, key: &str) -> PyResult<Bytes> {
     if let Ok(b) = obj.downcast::<PyBytes>() {
         // Copied, not shared: a shared buffer would keep its `bytes` object until an I/O
         // thread let go of it (PyO3 defers that decref to the loop thread's next entry), and
@@ -210,7 +212,7 @@ pub fn body_bytes(obj: &Bound<'_, PyAny>, key: &str) -> PyResult<Bytes> {
 
 /// `trailers` of `http.response.start`: a bool (default False). A truthy non-bool is refused
 /// because it changes how the response ends, so a typo must not pass silently.
-pub fn parse_trailers_flag(message: &Bound<'_, PyDict>) -> PyResult<bool> {
+pub(crate) fn parse_trailers_flag(message: &Bound<'_, PyDict>) -> PyResult<bool> {
     let py = message.py();
     match message.get_item(intern!(py, "trailers"))? {
         None => Ok(false),
@@ -248,7 +250,7 @@ const FORBIDDEN_TRAILERS: &[&str] = &[
 
 /// `http.response.trailers`: its validated `headers` and `more_trailers` (truthy, like
 /// `more_body`).
-pub fn parse_response_trailers(message: &Bound<'_, PyDict>) -> PyResult<(HeaderMap, bool)> {
+pub(crate) fn parse_response_trailers(message: &Bound<'_, PyDict>) -> PyResult<(HeaderMap, bool)> {
     let py = message.py();
     let headers = match message.get_item(intern!(py, "headers"))? {
         None => HeaderMap::new(),

@@ -33,10 +33,10 @@ use crate::http::responses::{build_response, error_response};
 
 /// What the access log needs; moved out of the request head before the scope is built.
 pub(crate) struct RequestLine {
-    pub method: Method,
-    pub uri: Uri,
-    pub version: Version,
-    pub peer: Option<SocketAddr>,
+    pub(crate) method: Method,
+    pub(crate) uri: Uri,
+    pub(crate) version: Version,
+    pub(crate) peer: Option<SocketAddr>,
 }
 
 #[pyclass(frozen, module = "ferrocorn._ferrocorn")]

@@ -17,7 +17,7 @@ use crate::bridge::exchange::{Exchange, ExchangeState};
 use crate::bridge::waiters::Waiters;
 
 /// A loop-side exchange state that can produce `receive()` messages.
-pub trait Channel: ExchangeState {
+pub(crate) trait Channel: ExchangeState {
     /// The next message, or None when `receive()` has to wait for tokio.
     fn next_message<'py>(
         &mut self,
@@ -32,13 +32,13 @@ pub trait Channel: ExchangeState {
 }
 
 /// Whether an exception the app raised deserves an error log (a disconnect does not).
-pub fn worth_logging(py: Python<'_>, exc: &Bound<'_, PyAny>) -> bool {
+pub(crate) fn worth_logging(py: Python<'_>, exc: &Bound<'_, PyAny>) -> bool {
     !exc.is_instance(&py.get_type::<ClientDisconnected>())
         .unwrap_or(false)
 }
 
 /// The access log's client ("host:port", empty for Unix sockets) and path with query.
-pub fn access_client_and_path(
+pub(crate) fn access_client_and_path(
     peer: Option<std::net::SocketAddr>,
     uri: &http::Uri,
 ) -> (String, String) {
@@ -53,7 +53,7 @@ pub fn access_client_and_path(
     (client, path)
 }
 
-pub fn client_disconnected() -> PyErr {
+pub(crate) fn client_disconnected() -> PyErr {
     ClientDisconnected::new_err("the client disconnected or the response is already complete")
 }
 
@@ -64,7 +64,11 @@ fn future_done(fut: &Bound<'_, PyAny>) -> bool {
 }
 
 /// Hand out messages to parked `receive()` futures, in order, while there are any.
-pub fn resolve_receivers<S: Channel>(py: Python<'_>, ex: &Exchange<S>, st: &mut S) -> PyResult<()> {
+pub(crate) fn resolve_receivers<S: Channel>(
+    py: Python<'_>,
+    ex: &Exchange<S>,
+    st: &mut S,
+) -> PyResult<()> {
     let mut waiters = std::mem::take(&mut st.waiters().recv);
     let mut result = Ok(());
     while let Some(front) = waiters.front() {
@@ -98,7 +102,7 @@ pub fn resolve_receivers<S: Channel>(py: Python<'_>, ex: &Exchange<S>, st: &mut 
 }
 
 /// `receive()`: a completed awaitable when a message is ready, else a parked future.
-pub fn receive<S: Channel>(
+pub(crate) fn receive<S: Channel>(
     py: Python<'_>,
     ctx: &LoopCtx,
     ex: &Exchange<S>,
@@ -118,7 +122,7 @@ pub fn receive<S: Channel>(
 }
 
 /// tokio reported a change: wake parked receivers.
-pub fn on_receive_event<S: Channel>(py: Python<'_>, ex: &Arc<Exchange<S>>) -> PyResult<()> {
+pub(crate) fn on_receive_event<S: Channel>(py: Python<'_>, ex: &Arc<Exchange<S>>) -> PyResult<()> {
     let mut st = ex.state();
     if st.waiters().recv.is_empty() {
         return Ok(());
@@ -128,7 +132,7 @@ pub fn on_receive_event<S: Channel>(py: Python<'_>, ex: &Arc<Exchange<S>>) -> Py
 
 /// Queue `item` for tokio: a completed awaitable when the channel has room, else a future
 /// that completes once tokio took it (backpressure). Err(ClientDisconnected) when closed.
-pub fn send_or_park<S: Channel, T: Send + 'static>(
+pub(crate) fn send_or_park<S: Channel, T: Send + 'static>(
     py: Python<'_>,
     ctx: &LoopCtx,
     ex: &Arc<Exchange<S>>,
@@ -165,7 +169,7 @@ pub fn send_or_park<S: Channel, T: Send + 'static>(
 }
 
 /// tokio accepted (or refused) a backpressured item.
-pub fn on_send_done<S: Channel>(py: Python<'_>, ex: &Arc<Exchange<S>>) -> PyResult<()> {
+pub(crate) fn on_send_done<S: Channel>(py: Python<'_>, ex: &Arc<Exchange<S>>) -> PyResult<()> {
     let mut st = ex.state();
     st.waiters().send_in_flight = false;
     let ok = ex.send_ok.load(Ordering::SeqCst);

@@ -30,9 +30,9 @@ pub(crate) struct Exchange<S: ExchangeState> {
     wakeup: Arc<Wakeup>,
     /// For streamed request bodies: the body pump waits on this before its first read when
     /// the client sent `Expect: 100-continue` (hyper sends the 100 on that first read).
-    pub body_start: Option<Arc<Notify>>,
+    pub(crate) body_start: Option<Arc<Notify>>,
     /// Outcome of the last backpressured send (true = accepted by the body channel).
-    pub send_ok: AtomicBool,
+    pub(crate) send_ok: AtomicBool,
     /// WebSocket: how the session ended; tokio writes it before marking the exchange closed.
     close_info: Mutex<Option<CloseInfo>>,
     state: Mutex<S>,

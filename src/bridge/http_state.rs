@@ -54,25 +54,25 @@ pub(crate) enum ResponsePhase {
 }
 
 pub(crate) struct HttpState {
-    pub body: RequestBody,
-    pub response: ResponsePhase,
+    pub(crate) body: RequestBody,
+    pub(crate) response: ResponsePhase,
     /// Futures of parked `receive()` and backpressured `send()` calls.
-    pub waiters: Waiters,
-    pub receive_called: bool,
+    pub(crate) waiters: Waiters,
+    pub(crate) receive_called: bool,
     /// The request body failed (malformed, too large, too slow); tokio answers with this
     /// status itself (400, 413, 408) unless the response had started.
-    pub body_failed: Option<StatusCode>,
+    pub(crate) body_failed: Option<StatusCode>,
     /// The app's own Content-Length, checked against the body it sends.
-    pub declared_length: Option<u64>,
-    pub is_head: bool,
+    pub(crate) declared_length: Option<u64>,
+    pub(crate) is_head: bool,
     /// `http.response.start` had `trailers: True`: the last body message does not end the
     /// response, `http.response.trailers` does.
-    pub trailers: bool,
+    pub(crate) trailers: bool,
     /// For the access log.
-    pub status: u16,
-    pub bytes_sent: u64,
+    pub(crate) status: u16,
+    pub(crate) bytes_sent: u64,
     /// When hyper handed the request over (for the access log's duration).
-    pub received_at: Instant,
+    pub(crate) received_at: Instant,
 }
 
 impl HttpState {

@@ -20,13 +20,13 @@ pub(crate) fn host_port(addr: &SocketAddr) -> String {
 
 /// Per connection, shared by its requests.
 pub(crate) struct ConnInfo {
-    pub peer: Option<SocketAddr>,
-    pub local: LocalAddr,
+    pub(crate) peer: Option<SocketAddr>,
+    pub(crate) local: LocalAddr,
     /// Set on TLS connections (scheme `https`, `extensions["tls"]`).
-    pub tls: Option<Arc<TlsInfo>>,
+    pub(crate) tls: Option<Arc<TlsInfo>>,
     /// The peer's and our IP as text, formatted once per connection instead of per request.
-    pub peer_host: Box<str>,
-    pub local_host: Box<str>,
+    pub(crate) peer_host: Box<str>,
+    pub(crate) local_host: Box<str>,
 }
 
 impl ConnInfo {
@@ -48,17 +48,17 @@ impl ConnInfo {
 }
 
 pub(crate) struct PendingRequest {
-    pub head: http::request::Parts,
-    pub conn: Arc<ConnInfo>,
-    pub exchange: Arc<Exchange<HttpState>>,
+    pub(crate) head: http::request::Parts,
+    pub(crate) conn: Arc<ConnInfo>,
+    pub(crate) exchange: Arc<Exchange<HttpState>>,
 }
 
 pub(crate) struct PendingWebSocket {
-    pub head: http::request::Parts,
-    pub conn: Arc<ConnInfo>,
-    pub exchange: Arc<Exchange<WsState>>,
+    pub(crate) head: http::request::Parts,
+    pub(crate) conn: Arc<ConnInfo>,
+    pub(crate) exchange: Arc<Exchange<WsState>>,
     /// `Sec-WebSocket-Protocol` offers, in order.
-    pub subprotocols: Vec<String>,
+    pub(crate) subprotocols: Vec<String>,
 }
 
 #[cfg(test)]

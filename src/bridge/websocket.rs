@@ -40,8 +40,8 @@ pub(crate) enum WsDecision {
 /// How the session ended, as `websocket.disconnect` reports it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct CloseInfo {
-    pub code: u16,
-    pub reason: String,
+    pub(crate) code: u16,
+    pub(crate) reason: String,
 }
 
 impl CloseInfo {

@@ -12,8 +12,8 @@ use crate::tls::settings::{load, ClientAuth, LoadedTls, MinVersion, TlsOptions};
 
 #[pyclass(frozen, module = "ferrocorn._ferrocorn")]
 pub(crate) struct TlsConfig {
-    pub loaded: LoadedTls,
-    pub handshake_timeout: Option<Duration>,
+    pub(crate) loaded: LoadedTls,
+    pub(crate) handshake_timeout: Option<Duration>,
 }
 
 fn client_auth(value: &str) -> PyResult<ClientAuth> {

@@ -13,8 +13,8 @@ use crate::server::stamp::Stamp;
 use crate::server::ServerShared;
 
 pub(crate) struct ConnCtx {
-    pub info: Arc<ConnInfo>,
-    pub shared: Arc<ServerShared>,
+    pub(crate) info: Arc<ConnInfo>,
+    pub(crate) shared: Arc<ServerShared>,
     signals: Arc<IoSignals>,
     in_flight: AtomicUsize,
     /// Whether a request has ever started on this connection (see `drive`'s drain grace).
@@ -70,9 +70,9 @@ impl ConnCtx {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct IdleState {
     /// Since when: the last response, or the connection's start.
-    pub since: Instant,
+    pub(crate) since: Instant,
     /// When the client began sending its next request head, if it has.
-    pub head_started: Option<Instant>,
+    pub(crate) head_started: Option<Instant>,
 }
 
 /// One request in flight, from the service call until hyper drops its response body.

@@ -38,11 +38,11 @@ pub(crate) enum Lifecycle {
 }
 
 pub(crate) struct ServerShared {
-    pub config: Arc<ServerConfig>,
-    pub wakeup: Arc<Wakeup>,
-    pub lifecycle: watch::Sender<Lifecycle>,
+    pub(crate) config: Arc<ServerConfig>,
+    pub(crate) wakeup: Arc<Wakeup>,
+    pub(crate) lifecycle: watch::Sender<Lifecycle>,
     /// Batches the loop thread's wake-ups of connection tasks (see relay.rs).
-    pub relay: Arc<WakeRelay>,
+    pub(crate) relay: Arc<WakeRelay>,
     connections: AtomicUsize,
     /// Accept loops still running; `stop_accepting` waits for none (see `AcceptLoopGuard`).
     accept_loops: Mutex<usize>,

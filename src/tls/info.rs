@@ -12,15 +12,15 @@ use crate::tls::settings::pem_certificate;
 #[derive(Debug)]
 pub(crate) struct TlsInfo {
     /// The server's certificate (PEM), shared by every connection.
-    pub server_cert: Arc<str>,
+    pub(crate) server_cert: Arc<str>,
     /// The client's certificates as PEM, leaf first; empty when it sent none.
-    pub client_cert_chain: Vec<String>,
+    pub(crate) client_cert_chain: Vec<String>,
     /// The client leaf's subject as an RFC 4514 string.
-    pub client_cert_name: Option<String>,
+    pub(crate) client_cert_name: Option<String>,
     /// The TLS version number (0x0303 for TLS 1.2, 0x0304 for TLS 1.3).
-    pub tls_version: Option<u16>,
+    pub(crate) tls_version: Option<u16>,
     /// The IANA number of the negotiated cipher suite.
-    pub cipher_suite: Option<u16>,
+    pub(crate) cipher_suite: Option<u16>,
 }
 
 impl TlsInfo {

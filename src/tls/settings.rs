@@ -30,30 +30,30 @@ pub(crate) enum MinVersion {
 }
 
 pub(crate) struct TlsOptions {
-    pub certfile: PathBuf,
+    pub(crate) certfile: PathBuf,
     /// None: the key is in `certfile` too.
-    pub keyfile: Option<PathBuf>,
-    pub password: Option<Vec<u8>>,
-    pub ca_certs: Option<PathBuf>,
-    pub client_auth: ClientAuth,
-    pub min_version: MinVersion,
-    pub ciphers: Option<String>,
+    pub(crate) keyfile: Option<PathBuf>,
+    pub(crate) password: Option<Vec<u8>>,
+    pub(crate) ca_certs: Option<PathBuf>,
+    pub(crate) client_auth: ClientAuth,
+    pub(crate) min_version: MinVersion,
+    pub(crate) ciphers: Option<String>,
 }
 
 /// A loaded, checked configuration. ALPN is left empty: it depends on `--http` and is set
 /// when the server is assembled (`with_alpn`).
 pub(crate) struct LoadedTls {
-    pub config: Arc<ServerConfig>,
+    pub(crate) config: Arc<ServerConfig>,
     /// The server's leaf certificate as PEM (for `extensions["tls"]["server_cert"]`).
-    pub server_cert_pem: Arc<str>,
+    pub(crate) server_cert_pem: Arc<str>,
 }
 
 /// What the accept loop needs for TLS connections.
 pub(crate) struct TlsServer {
-    pub acceptor: TlsAcceptor,
-    pub server_cert_pem: Arc<str>,
+    pub(crate) acceptor: TlsAcceptor,
+    pub(crate) server_cert_pem: Arc<str>,
     /// A client that does not finish the handshake in time is dropped.
-    pub handshake_timeout: Option<Duration>,
+    pub(crate) handshake_timeout: Option<Duration>,
 }
 
 impl std::fmt::Debug for TlsServer {
