@@ -49,7 +49,18 @@ CLIENT_CPU = "1"  # wrk and this script are pinned here
 NOFILE = 65536  # RLIMIT_NOFILE for this script and for every server
 IDLE_CAPACITY = 32768  # connection cap given to servers that have one, for idle10k
 
-ALL_SERVERS = ["ferrocorn", "granian", "uvicorn", "ferrocorn-pypy", "uvicorn-pypy"]
+# "-defaults": the server with its out-of-the-box logging (access log on; granian's is off by
+# default, so it gets --access-log), as a new user first measures it.
+ALL_SERVERS = [
+    "ferrocorn",
+    "granian",
+    "uvicorn",
+    "ferrocorn-pypy",
+    "uvicorn-pypy",
+    "ferrocorn-defaults",
+    "granian-defaults",
+    "uvicorn-defaults",
+]
 DEFAULT_SERVERS = ["ferrocorn", "granian", "uvicorn"]
 # ferrocorn on CPython too, so the PyPy/CPython ratio comes from the same run.
 PYPY_SERVERS = ["granian", "ferrocorn", "ferrocorn-pypy", "uvicorn-pypy"]
@@ -60,6 +71,9 @@ SUMMARY_PAIRS = (
     ("ferrocorn", "uvicorn"),
     ("ferrocorn-pypy", "uvicorn-pypy"),
     ("ferrocorn-pypy", "ferrocorn"),
+    ("ferrocorn-defaults", "ferrocorn"),
+    ("ferrocorn-defaults", "granian-defaults"),
+    ("ferrocorn-defaults", "uvicorn-defaults"),
 )
 REFERENCE = "granian"
 
@@ -377,7 +391,7 @@ def stage1(args: argparse.Namespace, argv: list[str]) -> None:
     build: dict[str, str] = {}
     unavailable: dict[str, str] = {}
     targets = []
-    if "ferrocorn" in servers:
+    if "ferrocorn" in servers or "ferrocorn-defaults" in servers:
         targets.append(("ferrocorn", VENV, "cpython"))
     if "ferrocorn-pypy" in servers:
         targets.append(("ferrocorn-pypy", VENV_PYPY, "pypy"))
@@ -502,6 +516,7 @@ class Server:
         self.name = name
         self.extra = extra
         self.pypy = name.endswith("-pypy")
+        self.defaults = name.endswith("-defaults")
         self.venv = VENV_PYPY if self.pypy else VENV
         self.py = venv_python(self.venv)
         self.base = name.split("-")[0]
@@ -544,7 +559,7 @@ class Server:
                 "127.0.0.1",
                 "--port",
                 str(port),
-                "--no-access-log",
+                *([] if self.defaults else ["--no-access-log"]),
                 "--loop",
                 self.loop,
             ]
@@ -563,9 +578,11 @@ class Server:
                 "--loop",
                 self.loop,
                 "--no-ws",
-                "--log-level",
-                "warning",
-                "--no-access-log",
+                *(
+                    ["--access-log"]
+                    if self.defaults
+                    else ["--log-level", "warning", "--no-access-log"]
+                ),
                 *GRANIAN_TUNING,
                 "--host",
                 "127.0.0.1",
@@ -596,9 +613,7 @@ class Server:
                 self.loop,
                 "--http",
                 self.http or "h11",
-                "--no-access-log",
-                "--log-level",
-                "warning",
+                *([] if self.defaults else ["--no-access-log", "--log-level", "warning"]),
                 "--lifespan",
                 "on",
             ]

@@ -37,6 +37,16 @@ const RULES: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "access_log",
+        &[
+            "pyo3",
+            "crate::bridge",
+            "crate::server",
+            "crate::asgi",
+            "crate::core",
+        ],
+    ),
+    (
         "config.rs",
         &[
             "pyo3",

@@ -1,7 +1,8 @@
 //! ferrocorn's Rust core: tokio + hyper on background threads, the ASGI hot path on the
 //! Python loop thread. ARCHITECTURE.md maps the layers; from the bottom up:
 //!
-//! - `http`, `ws`, `tls`, `config`: protocol rules and options as plain Rust;
+//! - `http`, `ws`, `tls`, `config`, `access_log`: protocol rules, options and the access
+//!   log's writer as plain Rust;
 //! - `bridge`: the hand-off both threads share (queue + eventfd, relay, exchanges);
 //! - `server` (tokio threads, never Python) and `asgi` (loop thread, GIL held), which never
 //!   import each other;
@@ -12,6 +13,7 @@ use pyo3::prelude::*;
 #[global_allocator]
 static GLOBAL: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
+mod access_log;
 mod asgi;
 mod bridge;
 mod config;

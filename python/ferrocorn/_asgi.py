@@ -72,17 +72,24 @@ def select_runner(
     log_format: Any = None,
     proxy: Any = None,
     metrics: Any = None,
+    core_log: bool = False,
 ) -> tuple[Any, Any]:
     """The (app, runner) pair to hand the core, for the features that are on (each app call
     runs inside the runner).
 
     ``log_format``: a compiled ``AccessLogFormat`` or None for the default line; ``proxy``: a
-    ``ProxyHeadersMiddleware`` around ``app`` or None; ``metrics``: a ``RequestMetrics`` or None.
+    ``ProxyHeadersMiddleware`` around ``app`` or None; ``metrics``: a ``RequestMetrics`` or None;
+    ``core_log``: the core writes the default access line itself (_access_fastpath.py), so
+    the runner only has the proxy rewrite's client to tell it.
 
     Proxy headers run in the middleware, except when an access line is written: then the
     runner rewrites the scope itself and calls the inner app, so the line shows the forwarded
     client without the incoming scope being mutated.
     """
+    if core_log:
+        if proxy is None:
+            return app, run_asgi
+        return app, _proxied_core_log_runner(proxy.rewrite)
     rewrite = None
     if proxy is not None:
         if access_log:
@@ -121,6 +128,23 @@ def _proxied_access_log_runner(rewrite: Any) -> Any:
         access_logger.info('%s - "%s %s HTTP/%s" %d', client, method, path, version, status)
 
     return run_asgi_proxied_with_access_log
+
+
+def _proxied_core_log_runner(rewrite: Any) -> Any:
+    """Proxy headers while the core writes the access line: it names the forwarded client."""
+
+    async def run_asgi_proxied(app: Any, scope: dict, proto: Any) -> None:
+        try:
+            app_scope = rewrite(scope)
+        except Exception as exc:
+            if proto.fail(exc):
+                error_logger.error("Exception in ASGI application", exc_info=exc)
+            return
+        if app_scope is not scope:
+            proto.set_access_client(client_text(app_scope.get("client")))
+        await run_asgi(app, app_scope, proto)
+
+    return run_asgi_proxied
 
 
 def _extended_runner(rewrite: Any, access_log: bool, log_format: Any, metrics: Any) -> Any:

@@ -66,6 +66,8 @@ class HttpProtocol:
     def access_info(self) -> tuple[str, str, str, str, int, int, float]:
         """(client "host:port", method, path with query, http_version, status, body bytes,
         seconds since the request arrived)."""
+    def set_access_client(self, client: str) -> None:
+        """The client the core's access line names (the proxy headers' rewrite); first call wins."""
 
 @final
 class AppRun:
@@ -143,6 +145,7 @@ class WebSocketProtocol:
     def complete(self) -> str | None: ...
     def fail(self, exc: BaseException) -> bool: ...
     def access_info(self) -> tuple[str, str, str, str, int, int, float]: ...
+    def set_access_client(self, client: str) -> None: ...
 
 @final
 class Core:
@@ -158,9 +161,11 @@ class Core:
         forwarded_app: Callable[..., Awaitable[None]] | None = None,
         forwarded_runner: Callable[[Any, dict[str, Any], Any], Awaitable[None]] | None = None,
         state: dict[str, Any] | None = None,
+        access_log: tuple[int, bool] | None = None,
     ) -> Self:
         """``config``: a validated ``ferrocorn.Config``; the core reads its attributes
-        (src/core/options.rs)."""
+        (src/core/options.rs).  ``access_log``: (fd, colour) when the core writes the default
+        access line to that descriptor itself (``_access_fastpath.py``)."""
     def listen_tcp(self, fd: int) -> None:
         """Serve a bound, listening TCP socket; the core takes ownership of ``fd``."""
     def listen_unix(self, fd: int, path: str) -> None:
@@ -176,4 +181,8 @@ class Core:
     def total_requests(self) -> int:
         """Requests received since start (for ``limit_max_requests``)."""
     def close(self) -> None:
-        """Force-close every connection, unregister from the loop and stop the runtime."""
+        """Force-close every connection, unregister from the loop and stop the runtime;
+        every access line the core buffered is written before it returns."""
+    def divert_access_log(self, callback: Callable[[str, str, str, str, int], None]) -> None:
+        """From now on the core's access lines go to ``callback(client, method, path,
+        http_version, status)`` (the logging configuration changed while serving)."""

@@ -11,6 +11,7 @@ import threading
 import time
 from typing import Any, Callable, Coroutine
 
+from ._access_fastpath import CoreAccessLog, log_through_python
 from ._asgi import select_runner
 from ._ferrocorn import Core
 from ._process_contract import EXIT_CONFIG_ERROR, EXIT_OK, EXIT_STARTUP_FAILED, log_listening
@@ -38,6 +39,8 @@ class Server:
         self._unix_path: str | None = None
         self.metrics: RequestMetrics | None = None  # with --metrics: what the wrapper counts
         self._metrics_server: MetricsServer | None = None
+        # While set, the core writes the access lines (default logging configuration).
+        self._core_access_log: CoreAccessLog | None = None
 
     # ------------------------------------------------------------------ running
 
@@ -80,6 +83,7 @@ class Server:
                 self._log_started()
                 while not self.should_exit and not self._max_requests_reached():
                     await asyncio.sleep(_TICK)
+                    self._check_access_log()
                 await self._shutdown()
 
         if lifespan is not None:
@@ -103,6 +107,12 @@ class Server:
             except ConfigError:
                 sock.close()
                 raise
+        # The default access line is the core's to write, unless metrics need the runner.
+        fast_log = None
+        if self.metrics is None:
+            fast_log = CoreAccessLog.detect(
+                config.access_log, config.compiled_access_log_format is not None
+            )
         # The runner for the features that are on (each app call runs inside it). With proxy
         # headers, a second pair that applies them: the core picks it only for requests that
         # carry a forwarding header, so the others pay nothing for the feature.
@@ -110,6 +120,7 @@ class Server:
             "access_log": config.access_log,
             "log_format": config.compiled_access_log_format,
             "metrics": self.metrics,
+            "core_log": fast_log is not None,
         }
         app, runner = select_runner(config.loaded_app, **wrapper_options)
         forwarded_app = forwarded_runner = None
@@ -128,7 +139,9 @@ class Server:
             forwarded_app=forwarded_app,
             forwarded_runner=forwarded_runner,
             state=state,
+            access_log=fast_log.core_args() if fast_log is not None else None,
         )
+        self._core_access_log = fast_log
         # The core owns the descriptor from here on; our socket object lets go of it.
         fd = sock.detach()
         if kind == "unix":
@@ -137,6 +150,15 @@ class Server:
             core.listen_tcp(fd)
         core.start()
         self._core = core
+
+    def _check_access_log(self) -> None:
+        """Hand the access lines back to Python's logging once its configuration changed."""
+        fast_log = self._core_access_log
+        if fast_log is None or fast_log.still_default() or self._core is None:
+            return
+        self._core_access_log = None
+        self._core.divert_access_log(log_through_python)
+        logger.debug("Logging reconfigured: access lines go through Python's logging now.")
 
     def _connections(self) -> int:
         return self._core.active_connections() if self._core is not None else 0

@@ -95,6 +95,11 @@ impl Dispatcher {
         relay.end_batch();
     }
 
+    /// The core's access log, when it writes one.
+    pub(crate) fn access_log(&self) -> Option<&crate::asgi::access::AccessLog> {
+        self.ctx.access_log.as_ref()
+    }
+
     /// Drop what is still queued (the core is closing), with the GIL.
     pub(crate) fn discard_queued(&self) {
         while self.wakeup.pop().is_some() {}

@@ -5,6 +5,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use tokio::runtime::Handle;
 
+use crate::asgi::access::AccessLog;
 use crate::bridge::relay::WakeRelay;
 use crate::config::ServerConfig;
 
@@ -17,4 +18,7 @@ pub(crate) struct LoopCtx {
     /// not have to wait: awaiting a done future stays in C (no call back into the extension).
     pub(crate) done: Py<PyAny>,
     pub(crate) relay: Arc<WakeRelay>,
+    /// The core writes the access lines (default logging configuration); None: the
+    /// runner logs them through Python, or there is no access log.
+    pub(crate) access_log: Option<AccessLog>,
 }

@@ -1,6 +1,7 @@
 //! The ASGI side: everything here runs on the loop thread with the GIL held. It reads the
 //! hand-off (`bridge/`) and never imports the tokio side (`server/`).
 
+pub(crate) mod access;
 pub(crate) mod awaitable;
 pub(crate) mod dispatch;
 pub(crate) mod errors;

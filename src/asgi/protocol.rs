@@ -18,6 +18,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict};
 use tokio::sync::mpsc::{self, error::TryRecvError, error::TrySendError};
 
+use crate::asgi::access::{self, version_text, CallAccess};
 use crate::asgi::loop_ctx::LoopCtx;
 use crate::asgi::messages::{
     as_dict, message_type, parse_response_body, parse_response_start, parse_response_trailers,
@@ -46,6 +47,7 @@ pub(crate) struct HttpProtocol {
     line: RequestLine,
     /// The drain batch this request belongs to until its response completes (relay.rs).
     batch: AtomicU64,
+    access: CallAccess,
 }
 
 fn disconnect_message(py: Python<'_>) -> PyResult<Bound<'_, PyDict>> {
@@ -160,7 +162,20 @@ impl HttpProtocol {
             ctx,
             line,
             batch: AtomicU64::new(batch),
+            access: CallAccess::default(),
         }
+    }
+
+    /// The app call ended: the core's access line, when the core writes them.
+    fn log_access(&self, py: Python<'_>, status: u16) {
+        let request = access::Request {
+            peer: self.line.peer,
+            method: self.line.method.as_str(),
+            uri: &self.line.uri,
+            version: version_text(self.line.version),
+        };
+        self.access
+            .record(py, self.ctx.access_log.as_ref(), request, status);
     }
 
     fn guard(&self) -> Option<HttpCloseGuard> {
@@ -383,11 +398,14 @@ impl HttpProtocol {
     }
 
     /// The app returned. A str names a protocol fault for the error log.
-    pub(crate) fn complete(&self) -> Option<&'static str> {
+    pub(crate) fn complete(&self, py: Python<'_>) -> Option<&'static str> {
         let mut st = self.ex.state();
         let (end, fault) = st.app_returned(self.ex.is_closed());
         self.finish(end);
         self.release(&mut st);
+        let status = st.status;
+        drop(st);
+        self.log_access(py, status);
         fault
     }
 
@@ -397,7 +415,16 @@ impl HttpProtocol {
         let end = st.app_failed(self.ex.is_closed());
         self.finish(end);
         self.release(&mut st);
+        let status = st.status;
+        drop(st);
+        self.log_access(py, status);
         waiters::worth_logging(py, exc)
+    }
+
+    /// The client the access line names (the proxy headers' rewrite of the scope); set
+    /// before the app runs, by the runner.
+    fn set_access_client(&self, client: String) {
+        self.access.set_client(client);
     }
 
     /// (client "host:port", method, path?query, http_version, status, body bytes sent,
@@ -406,11 +433,7 @@ impl HttpProtocol {
     fn access_info(&self) -> (String, String, String, &'static str, u16, u64, f64) {
         let st = self.ex.state();
         let (client, path) = waiters::access_client_and_path(self.line.peer, &self.line.uri);
-        let version = match self.line.version {
-            Version::HTTP_10 => "1.0",
-            Version::HTTP_2 => "2",
-            _ => "1.1",
-        };
+        let version = version_text(self.line.version);
         (
             client,
             self.line.method.as_str().to_owned(),

@@ -13,6 +13,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyString};
 use tokio::sync::mpsc::{self, error::TryRecvError};
 
+use crate::asgi::access::{self, CallAccess};
 use crate::asgi::loop_ctx::LoopCtx;
 use crate::asgi::messages::{
     as_dict, body_bytes, message_type, parse_headers, parse_response_start, type_name,
@@ -105,6 +106,7 @@ pub(crate) struct WebSocketProtocol {
     ctx: Arc<LoopCtx>,
     uri: Uri,
     peer: Option<SocketAddr>,
+    access: CallAccess,
 }
 
 /// The exception the app sees for a fault (ws_send.rs): ClientDisconnected, a ValueError
@@ -206,7 +208,25 @@ impl WebSocketProtocol {
         uri: Uri,
         peer: Option<SocketAddr>,
     ) -> Self {
-        WebSocketProtocol { ex, ctx, uri, peer }
+        WebSocketProtocol {
+            ex,
+            ctx,
+            uri,
+            peer,
+            access: CallAccess::default(),
+        }
+    }
+
+    /// The session ended: the core's access line, when the core writes them.
+    fn log_access(&self, py: Python<'_>, status: u16) {
+        let request = access::Request {
+            peer: self.peer,
+            method: "WEBSOCKET",
+            uri: &self.uri,
+            version: "1.1",
+        };
+        self.access
+            .record(py, self.ctx.access_log.as_ref(), request, status);
     }
 
     pub(crate) fn on_receive_event(py: Python<'_>, ex: &Arc<Exchange<WsState>>) -> PyResult<()> {
@@ -403,11 +423,14 @@ impl WebSocketProtocol {
     }
 
     /// The app returned: refuse an unanswered handshake (500), close an open socket (1000).
-    pub(crate) fn complete(&self) -> Option<&'static str> {
+    pub(crate) fn complete(&self, py: Python<'_>) -> Option<&'static str> {
         let mut st = self.ex.state();
         let (end, fault) = st.app_returned(self.ex.is_closed());
         self.finish(end);
         self.release(&mut st);
+        let status = st.status;
+        drop(st);
+        self.log_access(py, status);
         fault
     }
 
@@ -416,7 +439,15 @@ impl WebSocketProtocol {
         let end = st.app_failed();
         self.finish(end);
         self.release(&mut st);
+        let status = st.status;
+        drop(st);
+        self.log_access(py, status);
         waiters::worth_logging(py, exc)
+    }
+
+    /// As `HttpProtocol.set_access_client`.
+    fn set_access_client(&self, client: String) {
+        self.access.set_client(client);
     }
 
     #[allow(clippy::type_complexity)]

@@ -14,6 +14,8 @@ use pyo3::exceptions::{PyOSError, PyRuntimeError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use crate::access_log::sink::AccessSink;
+use crate::asgi::access::AccessLog;
 use crate::asgi::dispatch::{AppCall, Dispatcher};
 use crate::asgi::loop_ctx::LoopCtx;
 use crate::asgi::spawn::Runner;
@@ -68,9 +70,11 @@ impl Core {
 impl Core {
     /// `runner`: what each app call runs inside (asgi/spawn.rs `Runner`); `config`: the
     /// Python `Config`, read through `options::Options`; the `forwarded_*` pair serves
-    /// requests that carry a forwarding header (`--proxy-headers`).
+    /// requests that carry a forwarding header (`--proxy-headers`); `access_log`: (fd,
+    /// colour) when the core writes the default access line to that descriptor itself
+    /// (asgi/access.rs), None when the runner logs through Python or nothing is logged.
     #[new]
-    #[pyo3(signature = (app, event_loop, runner, config, *, forwarded_app=None, forwarded_runner=None, state=None))]
+    #[pyo3(signature = (app, event_loop, runner, config, *, forwarded_app=None, forwarded_runner=None, state=None, access_log=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -81,12 +85,22 @@ impl Core {
         forwarded_app: Option<Py<PyAny>>,
         forwarded_runner: Option<Py<PyAny>>,
         state: Option<Py<PyDict>>,
+        access_log: Option<(i32, bool)>,
     ) -> PyResult<Self> {
         let server_config = Arc::new(config.server_config(py)?);
         let wakeup = Arc::new(Wakeup::new().map_err(|e| PyOSError::new_err(e.to_string()))?);
         let parked = wakeup.clone();
         let runtime = IoRuntime::start(config.runtime_threads.max(1), move || parked.flush())
             .map_err(|e| PyOSError::new_err(format!("cannot start the I/O runtime: {e}")))?;
+        let access_log = match access_log {
+            Some((fd, colour)) => Some(AccessLog::new(
+                AccessSink::start(fd).map_err(|e| {
+                    PyOSError::new_err(format!("cannot start the access-log writer: {e}"))
+                })?,
+                colour,
+            )),
+            None => None,
+        };
         let loop_ref = event_loop.bind(py);
         let shared = Arc::new(ServerShared::new(server_config.clone(), wakeup.clone()));
         let ctx = Arc::new(LoopCtx {
@@ -99,6 +113,7 @@ impl Core {
                 done.call_method1("set_result", (py.None(),))?;
                 done.unbind()
             },
+            access_log,
         });
         let plain = AppCall {
             app,
@@ -194,6 +209,15 @@ impl Core {
         Ok(())
     }
 
+    /// The logging configuration changed while serving: the core's access lines go to
+    /// `callback(client, method, path, http_version, status)` from now on.
+    fn divert_access_log(&self, py: Python<'_>, callback: Py<PyAny>) {
+        if let Some(log) = self.dispatcher.access_log() {
+            py.detach(|| log.flush());
+            log.divert(callback);
+        }
+    }
+
     /// The eventfd callback (asgi/dispatch.rs).
     fn drain(&self, py: Python<'_>) {
         self.dispatcher.drain(py);
@@ -234,6 +258,10 @@ impl Core {
         }
         // Requests queued but never dispatched: drop them here, with the GIL.
         self.dispatcher.discard_queued();
+        // Every access line so far reaches stdout before close() returns.
+        if let Some(log) = self.dispatcher.access_log() {
+            py.detach(|| log.close());
+        }
         Ok(())
     }
 }
