@@ -57,6 +57,10 @@ pub(crate) struct ServerConfig {
     pub(crate) max_headers: usize,
     /// Bodies with a Content-Length up to this are read before dispatch.
     pub(crate) body_preread_limit: u64,
+    /// Response body bytes one response may hold before `send()` waits (bridge/budget.rs).
+    pub(crate) limit_response_buffer: usize,
+    /// The same for all streams of one HTTP/2 connection together.
+    pub(crate) http2_connection_buffer: usize,
     pub(crate) header_read_timeout: Option<Duration>,
     /// Close a keep-alive connection idle (no request in flight) for this long.
     pub(crate) timeout_keep_alive: Option<Duration>,
@@ -89,6 +93,8 @@ impl Default for ServerConfig {
             max_header_size: 64 * 1024,
             max_headers: 100,
             body_preread_limit: 64 * 1024,
+            limit_response_buffer: 1024 * 1024,
+            http2_connection_buffer: 4 * 1024 * 1024,
             header_read_timeout: Some(Duration::from_secs(30)),
             timeout_keep_alive: Some(Duration::from_secs(5)),
             limit_concurrency: None,

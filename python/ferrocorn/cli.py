@@ -61,6 +61,7 @@ _SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "max_header_size",
             "max_headers",
             "body_preread_limit",
+            "limit_response_buffer",
             "header_read_timeout",
             "timeout_request_body",
         ),
@@ -87,6 +88,7 @@ _SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "http2_initial_connection_window_size",
             "http2_max_frame_size",
             "http2_max_header_list_size",
+            "http2_connection_buffer",
             "http2_keep_alive_interval",
             "http2_keep_alive_timeout",
         ),
@@ -313,6 +315,15 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     help="Read request bodies up to this size before calling the app.",
 )
 @_option(
+    "--limit-response-buffer",
+    type=int,
+    default=_DEFAULTS["limit_response_buffer"],
+    help=(
+        "Response body bytes one response may hold in memory; send() waits while they are "
+        "not yet written (a slow client slows the app instead of filling memory)."
+    ),
+)
+@_option(
     "--header-read-timeout",
     type=float,
     default=_DEFAULTS["header_read_timeout"],
@@ -411,6 +422,15 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     type=int,
     default=_DEFAULTS["http2_max_header_list_size"],
     help="Largest request header list (decoded), in bytes.",
+)
+@_option(
+    "--http2-connection-buffer",
+    type=int,
+    default=_DEFAULTS["http2_connection_buffer"],
+    help=(
+        "Response body bytes all streams of one HTTP/2 connection may hold in memory; "
+        "their send() calls wait beyond it."
+    ),
 )
 @_option(
     "--http2-keep-alive-interval",

@@ -499,6 +499,8 @@ class Config:
         max_header_size: int = 65536,
         max_headers: int = 100,
         body_preread_limit: int = 65536,
+        limit_response_buffer: int = 1048576,
+        http2_connection_buffer: int = 4194304,
         header_read_timeout: float = 30.0,
         runtime_threads: int = 1,
         ssl_certfile: str | os.PathLike[str] | None = None,
@@ -592,6 +594,13 @@ class Config:
         self.max_header_size = _check_int("max_header_size", max_header_size, 1024)
         self.max_headers = _check_int("max_headers", max_headers, 1)
         self.body_preread_limit = _check_int("body_preread_limit", body_preread_limit, 0)
+        # Response body bytes held in memory before send() waits (src/bridge/budget.rs).
+        self.limit_response_buffer = _check_int(
+            "limit_response_buffer", limit_response_buffer, 1024
+        )
+        self.http2_connection_buffer = _check_int(
+            "http2_connection_buffer", http2_connection_buffer, 1024
+        )
         self.header_read_timeout = _check_seconds(
             "header_read_timeout", header_read_timeout, allow_zero=False
         )

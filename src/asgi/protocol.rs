@@ -16,19 +16,22 @@ use pyo3::exceptions::{PyRuntimeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict};
-use tokio::sync::mpsc::{self, error::TryRecvError, error::TrySendError};
+use tokio::sync::mpsc::error::TryRecvError;
 
 use crate::asgi::access::{self, version_text, CallAccess};
 use crate::asgi::loop_ctx::LoopCtx;
 use crate::asgi::messages::{
-    as_dict, message_type, parse_response_body, parse_response_start, parse_response_trailers,
-    parse_trailers_flag,
+    as_dict, body_bytes, message_type, parse_response_body, parse_response_start,
+    parse_response_trailers, parse_trailers_flag,
 };
 use crate::asgi::response::{Action, End, Fault, HeadBody};
 use crate::asgi::waiters::{self, client_disconnected, Channel};
-use crate::bridge::body::{InChunk, OutChunk, ResponseBody};
+use crate::bridge::body::{BodyTx, InChunk, OutChunk, ResponseBody};
+use crate::bridge::budget::RoomWaiter;
 use crate::bridge::exchange::CloseGuard;
-use crate::bridge::http_state::{HttpCloseGuard, HttpExchange, HttpState, RequestBody};
+use crate::bridge::http_state::{
+    DeferredMessage, DeferredSend, HttpCloseGuard, HttpExchange, HttpState, RequestBody,
+};
 use crate::bridge::waiters::Waiters;
 use crate::http::responses::{build_response, error_response};
 
@@ -191,17 +194,115 @@ impl HttpProtocol {
     }
 
     /// Promised trailers never came: end the body cleanly without them rather than abort,
-    /// since the body itself is whole.
-    fn end_without_trailers(&self, tx: mpsc::Sender<OutChunk>) {
-        match tx.try_send(OutChunk::Last(Bytes::new())) {
-            Ok(()) | Err(TrySendError::Closed(_)) => {}
-            Err(TrySendError::Full(chunk)) => {
-                // The client is still reading earlier chunks; the end waits its turn.
-                self.ctx.runtime.spawn(async move {
-                    let _ = tx.send(chunk).await;
-                });
+    /// since the body itself is whole. (Gone already: nothing to end.)
+    fn end_without_trailers(&self, tx: BodyTx) {
+        let _ = tx.send(OutChunk::Last(Bytes::new()));
+    }
+
+    /// The response's (or its connection's) body budget is used up: the message waits,
+    /// its body not copied, until room appears (bridge/budget.rs); then `on_send_done`
+    /// sends it as if `send()` were called then. `future` is the one the app already
+    /// awaits when this is a retry. None: room appeared meanwhile, send it now.
+    #[cold]
+    fn defer(
+        &self,
+        slf: &Bound<'_, Self>,
+        st: &mut HttpState,
+        message: DeferredMessage,
+        future: Option<Py<PyAny>>,
+    ) -> PyResult<Option<Py<PyAny>>> {
+        let py = slf.py();
+        // Armed before registering: a room() right after must find it armed.
+        self.ex.arm_send();
+        let waiter: Arc<dyn RoomWaiter> = self.ex.clone();
+        if !st.wait_for_room(&Arc::downgrade(&waiter)) {
+            return Ok(None);
+        }
+        let future = match future {
+            Some(future) => future,
+            None => self.ctx.create_future.call0(py)?,
+        };
+        st.deferred = Some(DeferredSend {
+            proto: slf.clone().into_any().unbind(),
+            message,
+            future: future.clone_ref(py),
+        });
+        Ok(Some(future))
+    }
+
+    /// Whether a body message must wait for room before it is taken apart.
+    #[inline]
+    fn must_wait(&self, st: &HttpState) -> bool {
+        st.body_budget_full() && !self.ex.is_closed()
+    }
+
+    /// `send()`, or the retry of a deferred one (`future`: what the app awaits).
+    fn deliver(
+        slf: &Bound<'_, Self>,
+        message: &Bound<'_, PyAny>,
+        future: Option<Py<PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let this = slf.get();
+        let py = slf.py();
+        let message = as_dict(message)?;
+        let kind = message_type(message)?;
+        let kind = kind.to_str()?;
+        let mut st = this.ex.state();
+        if st.deferred.is_some() {
+            return Err(PyRuntimeError::new_err(
+                "send() called before the previous send() finished",
+            ));
+        }
+        match kind {
+            "http.response.start" => {
+                this.check_start(&st)?;
+                let (status, headers) = parse_response_start(message)?;
+                let trailers = parse_trailers_flag(message)?;
+                this.hold_start(py, &mut st, status, headers, trailers)
+            }
+            "http.response.body" => {
+                if this.must_wait(&st) {
+                    let deferred = DeferredMessage::Message(message.clone().unbind());
+                    if let Some(waits) = this.defer(slf, &mut st, deferred, future)? {
+                        return Ok(waits);
+                    }
+                }
+                let (body, more_body) = parse_response_body(message)?;
+                this.send_body(py, &mut st, body, more_body)
+            }
+            "http.response.trailers" => {
+                let (headers, more_trailers) = parse_response_trailers(message)?;
+                this.send_trailers(py, &mut st, headers, more_trailers)
+            }
+            other => Err(PyValueError::new_err(format!(
+                "Unexpected ASGI message type {other:?} for an HTTP request (expected \
+                 'http.response.start', 'http.response.body' or 'http.response.trailers')"
+            ))),
+        }
+    }
+
+    /// PyPy's `send_body_bytes`, or its retry once deferred.
+    pub(crate) fn deliver_body(
+        slf: &Bound<'_, Self>,
+        body: &Bound<'_, PyAny>,
+        more_body: bool,
+        future: Option<Py<PyAny>>,
+    ) -> PyResult<Py<PyAny>> {
+        let this = slf.get();
+        let mut st = this.ex.state();
+        if st.deferred.is_some() {
+            return Err(PyRuntimeError::new_err(
+                "send() called before the previous send() finished",
+            ));
+        }
+        if this.must_wait(&st) {
+            let deferred = DeferredMessage::Body(body.clone().unbind(), more_body);
+            if let Some(waits) = this.defer(slf, &mut st, deferred, future)? {
+                return Ok(waits);
             }
         }
+        let body = body_bytes(body, "body")?;
+        this.send_body(slf.py(), &mut st, body, more_body)
     }
 
     /// tokio reported a change (body chunk, close): wake parked receivers.
@@ -209,9 +310,33 @@ impl HttpProtocol {
         waiters::on_receive_event(py, ex)
     }
 
-    /// tokio accepted (or refused) a backpressured body chunk.
+    /// A body budget has room again (or the client left): send the deferred message, and
+    /// complete (or fail) the future the app awaits with the outcome.
     pub(crate) fn on_send_done(py: Python<'_>, ex: &Arc<HttpExchange>) -> PyResult<()> {
-        waiters::on_send_done(py, ex)
+        let Some(deferred) = ex.state().deferred.take() else {
+            return Ok(()); // a second wake for the same wait
+        };
+        let future = deferred.future.bind(py);
+        if waiters::future_done(future) {
+            return Ok(()); // cancelled: the app no longer waits for it, nothing is sent
+        }
+        let proto = deferred.proto.bind(py).downcast::<HttpProtocol>()?;
+        let reuse = Some(deferred.future.clone_ref(py));
+        let outcome = match &deferred.message {
+            DeferredMessage::Message(message) => Self::deliver(proto, message.bind(py), reuse),
+            DeferredMessage::Body(body, more) => {
+                Self::deliver_body(proto, body.bind(py), *more, reuse)
+            }
+        };
+        match outcome {
+            Ok(result) if result.is(future) => Ok(()), // still no room: waits again
+            Ok(_) => future
+                .call_method1(intern!(py, "set_result"), (py.None(),))
+                .map(drop),
+            Err(err) => future
+                .call_method1(intern!(py, "set_exception"), (err.into_value(py),))
+                .map(drop),
+        }
     }
 
     fn response_done(&self, py: Python<'_>, st: &mut HttpState) -> PyResult<()> {
@@ -249,11 +374,16 @@ impl HttpProtocol {
                 Ok(self.ctx.done.clone_ref(py))
             }
             Action::Push { tx, chunk, queued } => {
-                let result = waiters::send_or_park(py, &self.ctx, &self.ex, st, &tx, chunk)?;
+                // Never waits here: a full budget made send() wait before the message was
+                // taken apart (`defer`).
+                if tx.send(chunk).is_err() {
+                    st.client_gone();
+                    return Err(client_disconnected());
+                }
                 if st.queued(queued, tx) {
                     self.response_done(py, st)?;
                 }
-                Ok(result)
+                Ok(self.ctx.done.clone_ref(py))
             }
             Action::Nothing => Ok(self.ctx.done.clone_ref(py)),
             Action::Done => {
@@ -358,6 +488,7 @@ impl HttpProtocol {
             start.notify_one();
         }
         st.waiters.clear();
+        st.deferred = None;
         self.ex.disarm_receive();
     }
 }
@@ -370,31 +501,8 @@ impl HttpProtocol {
         waiters::receive(py, &self.ctx, &self.ex, &mut st)
     }
 
-    fn send(&self, py: Python<'_>, message: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
-        let message = as_dict(message)?;
-        let kind = message_type(message)?;
-        let kind = kind.to_str()?;
-        let mut st = self.ex.state();
-        match kind {
-            "http.response.start" => {
-                self.check_start(&st)?;
-                let (status, headers) = parse_response_start(message)?;
-                let trailers = parse_trailers_flag(message)?;
-                self.hold_start(py, &mut st, status, headers, trailers)
-            }
-            "http.response.body" => {
-                let (body, more_body) = parse_response_body(message)?;
-                self.send_body(py, &mut st, body, more_body)
-            }
-            "http.response.trailers" => {
-                let (headers, more_trailers) = parse_response_trailers(message)?;
-                self.send_trailers(py, &mut st, headers, more_trailers)
-            }
-            other => Err(PyValueError::new_err(format!(
-                "Unexpected ASGI message type {other:?} for an HTTP request (expected \
-                 'http.response.start', 'http.response.body' or 'http.response.trailers')"
-            ))),
-        }
+    fn send(slf: &Bound<'_, Self>, message: &Bound<'_, PyAny>) -> PyResult<Py<PyAny>> {
+        Self::deliver(slf, message, None)
     }
 
     /// The app returned. A str names a protocol fault for the error log.

@@ -12,13 +12,11 @@
 
 use std::fmt;
 
+use crate::bridge::body::{BodyRx, BodyTx, OutChunk};
+use crate::bridge::http_state::{HttpState, ResponsePhase, ResponseSender};
 use bytes::Bytes;
 use http::header::CONTENT_LENGTH;
 use http::{HeaderMap, HeaderValue, StatusCode};
-use tokio::sync::mpsc;
-
-use crate::bridge::body::{OutChunk, RESPONSE_BODY_QUEUE};
-use crate::bridge::http_state::{HttpState, ResponsePhase, ResponseSender};
 
 /// A message the app may not send now, or whose content contradicts its own headers.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -107,7 +105,7 @@ pub(crate) enum HeadBody {
     Full(Bytes),
     /// More follows (or trailers will end it): chunks come through the channel, the first
     /// one already queued.
-    Stream(mpsc::Receiver<OutChunk>),
+    Stream(BodyRx),
 }
 
 /// What `HttpProtocol` must do after a transition.
@@ -123,7 +121,7 @@ pub(crate) enum Action {
     /// Queue `chunk` on the body stream (waiting if the stream is full), then hand `queued`
     /// and `tx` back to `HttpState::queued`.
     Push {
-        tx: mpsc::Sender<OutChunk>,
+        tx: BodyTx,
         chunk: OutChunk,
         queued: Queued,
     },
@@ -160,7 +158,7 @@ pub(crate) enum End {
     Aborted,
     /// The body is whole but the promised trailers never came: end it cleanly without them
     /// (queue `OutChunk::Last`, waiting for room if need be).
-    FinishBody(mpsc::Sender<OutChunk>),
+    FinishBody(BodyTx),
 }
 
 /// The Content-Length the app set, if any; several must agree.
@@ -331,11 +329,11 @@ impl HttpState {
         } else {
             // Streamed: either more body follows, or trailers will end the stream (a Full
             // body would end it right after the data).
-            let (otx, orx) = mpsc::channel(RESPONSE_BODY_QUEUE);
+            let (otx, orx) = self.body_channel();
             if !body.is_empty() {
                 self.bytes_sent += body.len() as u64;
-                // A fresh channel has room: this cannot fail.
-                let _ = otx.try_send(OutChunk::Data(body));
+                // The receiver is right here: this cannot fail.
+                let _ = otx.send(OutChunk::Data(body));
             }
             self.response = if more_body {
                 ResponsePhase::Streaming(otx)
@@ -355,7 +353,7 @@ impl HttpState {
     /// A body message after the head went out, on the stream `tx`.
     fn push_body(
         &mut self,
-        tx: mpsc::Sender<OutChunk>,
+        tx: BodyTx,
         body: Bytes,
         more_body: bool,
         carries_trailers: bool,
@@ -392,7 +390,7 @@ impl HttpState {
 
     /// The stream took a pushed chunk (`tx` is the sender it went through). True when the
     /// response is complete now.
-    pub(crate) fn queued(&mut self, queued: Queued, tx: mpsc::Sender<OutChunk>) -> bool {
+    pub(crate) fn queued(&mut self, queued: Queued, tx: BodyTx) -> bool {
         self.bytes_sent += queued.len;
         match queued.then {
             AfterPush::More => false,
@@ -409,7 +407,7 @@ impl HttpState {
 
     /// The phase after the last body message: Complete, or waiting for the promised
     /// trailers (with the body stream still open when they can go out).
-    fn after_last_body(&self, tx: Option<mpsc::Sender<OutChunk>>) -> ResponsePhase {
+    fn after_last_body(&self, tx: Option<BodyTx>) -> ResponsePhase {
         if self.trailers {
             ResponsePhase::Trailers {
                 tx,
@@ -574,7 +572,7 @@ impl HttpState {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bridge::http_state::RequestBody;
+    use crate::bridge::http_state::{BufferLimits, RequestBody};
     use tokio::sync::mpsc::error::TryRecvError;
     use tokio::sync::oneshot;
 
@@ -584,7 +582,11 @@ mod tests {
 
     fn exchange(is_head: bool) -> HttpState {
         let (tx, _rx) = oneshot::channel();
-        HttpState::new(RequestBody::Done, tx, is_head)
+        let buffers = BufferLimits {
+            response: 1 << 20,
+            connection: None,
+        };
+        HttpState::new(RequestBody::Done, tx, is_head, buffers)
     }
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {
@@ -657,7 +659,7 @@ mod tests {
         let Action::Push { tx, chunk, queued } = action else {
             panic!("expected a push")
         };
-        assert!(tx.try_send(chunk).is_ok(), "the stream has room");
+        assert!(tx.send(chunk).is_ok(), "the stream is open");
         st.queued(queued, tx)
     }
 
@@ -673,7 +675,7 @@ mod tests {
         queue(st, action)
     }
 
-    fn stream(body: HeadBody) -> mpsc::Receiver<OutChunk> {
+    fn stream(body: HeadBody) -> BodyRx {
         match body {
             HeadBody::Stream(rx) => rx,
             HeadBody::Empty => panic!("expected a stream, got an empty body"),
@@ -682,7 +684,7 @@ mod tests {
     }
 
     /// The next chunk hyper would read, as text.
-    fn next_chunk(rx: &mut mpsc::Receiver<OutChunk>) -> String {
+    fn next_chunk(rx: &mut BodyRx) -> String {
         match rx.try_recv() {
             Ok(OutChunk::Data(data)) => format!("data {:?}", String::from_utf8_lossy(&data)),
             Ok(OutChunk::Last(data)) => format!("last {:?}", String::from_utf8_lossy(&data)),

@@ -57,7 +57,7 @@ pub(crate) fn client_disconnected() -> PyErr {
     ClientDisconnected::new_err("the client disconnected or the response is already complete")
 }
 
-fn future_done(fut: &Bound<'_, PyAny>) -> bool {
+pub(crate) fn future_done(fut: &Bound<'_, PyAny>) -> bool {
     fut.call_method0(intern!(fut.py(), "done"))
         .and_then(|d| d.is_truthy())
         .unwrap_or(true)

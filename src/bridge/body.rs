@@ -9,6 +9,7 @@ use http::{HeaderMap, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use tokio::sync::mpsc;
 
+use crate::bridge::budget::Budgets;
 use crate::bridge::exchange::CloseGuard;
 use crate::bridge::http_state::HttpState;
 use crate::config::ServerConfig;
@@ -38,15 +39,46 @@ pub(crate) enum OutChunk {
     Trailers(HeaderMap),
 }
 
-pub(crate) const RESPONSE_BODY_QUEUE: usize = 8;
+/// The sending half of a streamed response body. The queue has no bound in chunks: every
+/// data chunk is charged to the response's byte budgets instead (bridge/budget.rs), and
+/// `send()` waits while they are full.
+#[derive(Clone)]
+pub(crate) struct BodyTx {
+    tx: mpsc::UnboundedSender<OutChunk>,
+    budgets: Budgets,
+}
+
+pub(crate) type BodyRx = mpsc::UnboundedReceiver<OutChunk>;
+
+/// hyper is gone: the chunk could not be queued.
+#[derive(Debug)]
+pub(crate) struct BodyClosed;
+
+impl BodyTx {
+    pub(crate) fn channel(budgets: Budgets) -> (BodyTx, BodyRx) {
+        let (tx, rx) = mpsc::unbounded_channel();
+        (BodyTx { tx, budgets }, rx)
+    }
+
+    /// Queue `chunk`, its data charged to the budgets until hyper has let go of it.
+    pub(crate) fn send(&self, chunk: OutChunk) -> Result<(), BodyClosed> {
+        let chunk = match chunk {
+            OutChunk::Data(data) => OutChunk::Data(self.budgets.charge(data)),
+            OutChunk::Last(data) => OutChunk::Last(self.budgets.charge(data)),
+            trailers @ OutChunk::Trailers(_) => trailers,
+        };
+        self.tx.send(chunk).map_err(|_| BodyClosed)
+    }
+
+    pub(crate) fn budgets(&self) -> &Budgets {
+        &self.budgets
+    }
+}
 
 enum Kind {
     Empty,
     Full(Option<Bytes>),
-    Stream {
-        rx: mpsc::Receiver<OutChunk>,
-        finished: bool,
-    },
+    Stream { rx: BodyRx, finished: bool },
 }
 
 /// The body hyper writes. A stream whose sender goes away without `Last` yields an error,
@@ -86,10 +118,7 @@ impl ResponseBody {
         }
     }
 
-    pub(crate) fn stream(
-        rx: mpsc::Receiver<OutChunk>,
-        guard: Option<CloseGuard<HttpState>>,
-    ) -> Self {
+    pub(crate) fn stream(rx: BodyRx, guard: Option<CloseGuard<HttpState>>) -> Self {
         ResponseBody {
             kind: Kind::Stream {
                 rx,

@@ -9,6 +9,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 
 use tokio::sync::Notify;
 
+use crate::bridge::budget::RoomWaiter;
 use crate::bridge::wakeup::{Event, Wakeup};
 use crate::bridge::websocket::CloseInfo;
 
@@ -16,6 +17,8 @@ use crate::bridge::websocket::CloseInfo;
 const RECV_WAITING: u8 = 1;
 /// The client is gone, or hyper has finished with the response (it dropped our body).
 const CLOSED: u8 = 2;
+/// A `send()` waits for room in a body budget (bridge/budget.rs): closing must wake it too.
+const SEND_WAITING: u8 = 4;
 
 /// The loop-side state types (HTTP, WebSocket) say which events wake them.
 pub(crate) trait ExchangeState: Send + Sized + 'static {
@@ -99,8 +102,28 @@ impl<S: ExchangeState> Exchange<S> {
     }
 
     pub(crate) fn mark_closed(self: &Arc<Self>) {
-        self.flags.fetch_or(CLOSED, Ordering::SeqCst);
+        let before = self.flags.fetch_or(CLOSED, Ordering::SeqCst);
         self.wake_receiver();
+        if before & SEND_WAITING != 0 {
+            self.wake_sender();
+        }
+    }
+
+    /// Loop side: a `send()` waits for room; `room()` or closing wakes it (once).
+    pub(crate) fn arm_send(&self) {
+        self.flags.fetch_or(SEND_WAITING, Ordering::SeqCst);
+    }
+
+    fn wake_sender(self: &Arc<Self>) {
+        if self.flags.fetch_and(!SEND_WAITING, Ordering::SeqCst) & SEND_WAITING != 0 {
+            self.send_done();
+        }
+    }
+}
+
+impl<S: ExchangeState> RoomWaiter for Exchange<S> {
+    fn room(self: Arc<Self>) {
+        self.wake_sender();
     }
 }
 

@@ -1,14 +1,17 @@
 //! The loop-side state of one HTTP exchange, kept inside its `Exchange` and locked only by
 //! the loop thread; tokio creates it with the request.
 
-use std::sync::Arc;
+use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
+use pyo3::prelude::*;
+use pyo3::types::PyDict;
 use tokio::sync::{mpsc, oneshot};
 
-use crate::bridge::body::{InChunk, OutChunk, ResponseBody};
+use crate::bridge::body::{BodyRx, BodyTx, InChunk, ResponseBody};
+use crate::bridge::budget::{Budgets, ByteBudget, RoomWaiter};
 use crate::bridge::exchange::{CloseGuard, Exchange, ExchangeState};
 use crate::bridge::waiters::Waiters;
 use crate::bridge::wakeup::Event;
@@ -36,21 +39,44 @@ pub(crate) enum ResponsePhase {
         headers: HeaderMap,
     },
     /// The head went to hyper; body chunks follow through `tx`.
-    Streaming(mpsc::Sender<OutChunk>),
+    Streaming(BodyTx),
     /// HEAD, 204, 304: the app may still send body messages; they are dropped.
     Discarding,
     /// The body is done but `http.response.start` promised trailers; `map` collects the
     /// `http.response.trailers` messages until `more_trailers` is false. `tx` is the open
     /// body stream that will end with them, or None when they cannot go out (HTTP/1.x, or a
     /// response without a body) and are dropped.
-    Trailers {
-        tx: Option<mpsc::Sender<OutChunk>>,
-        map: HeaderMap,
-    },
+    Trailers { tx: Option<BodyTx>, map: HeaderMap },
     /// The last body message was sent.
     Complete,
     /// Gone: the client left before the head was sent, or the response was aborted.
     Closed,
+}
+
+/// How much of a response body may wait in memory (bridge/budget.rs).
+#[derive(Clone)]
+pub(crate) struct BufferLimits {
+    /// Bytes per response (`--limit-response-buffer`).
+    pub(crate) response: usize,
+    /// HTTP/2: the connection's budget, shared by its streams (`--http2-connection-buffer`).
+    pub(crate) connection: Option<Arc<ByteBudget>>,
+}
+
+/// A `send()` waiting for room in a budget: its message is kept as the app passed it (its
+/// body not copied yet) and sent as if `send()` were called when room appears.
+pub(crate) struct DeferredSend {
+    /// The `HttpProtocol` that sends it.
+    pub(crate) proto: Py<PyAny>,
+    pub(crate) message: DeferredMessage,
+    /// What the app awaits.
+    pub(crate) future: Py<PyAny>,
+}
+
+pub(crate) enum DeferredMessage {
+    /// The message dict, as `send()` got it.
+    Message(Py<PyDict>),
+    /// PyPy's `send_body_bytes(body, more_body)`.
+    Body(Py<PyAny>, bool),
 }
 
 pub(crate) struct HttpState {
@@ -73,10 +99,17 @@ pub(crate) struct HttpState {
     pub(crate) bytes_sent: u64,
     /// When hyper handed the request over (for the access log's duration).
     pub(crate) received_at: Instant,
+    pub(crate) buffers: BufferLimits,
+    pub(crate) deferred: Option<DeferredSend>,
 }
 
 impl HttpState {
-    pub(crate) fn new(body: RequestBody, tx: ResponseSender, is_head: bool) -> Self {
+    pub(crate) fn new(
+        body: RequestBody,
+        tx: ResponseSender,
+        is_head: bool,
+        buffers: BufferLimits,
+    ) -> Self {
         HttpState {
             body,
             response: ResponsePhase::Idle(tx),
@@ -89,6 +122,44 @@ impl HttpState {
             status: 0,
             bytes_sent: 0,
             received_at: Instant::now(),
+            buffers,
+            deferred: None,
+        }
+    }
+
+    /// A body stream charged to this response's budget (and its connection's).
+    pub(crate) fn body_channel(&self) -> (BodyTx, BodyRx) {
+        BodyTx::channel(Budgets::new(
+            self.buffers.response,
+            self.buffers.connection.clone(),
+        ))
+    }
+
+    /// Whether a body message now must wait for room: its response's or connection's
+    /// budget is used up. (Checked before its body is copied out of Python.)
+    pub(crate) fn body_budget_full(&self) -> bool {
+        match &self.response {
+            ResponsePhase::Streaming(tx) => tx.budgets().is_full(),
+            ResponsePhase::Idle(_) | ResponsePhase::Held { .. } => self
+                .buffers
+                .connection
+                .as_ref()
+                .is_some_and(|c| c.is_full()),
+            _ => false,
+        }
+    }
+
+    /// Register `waiter` with the full budgets; false when room appeared meanwhile.
+    pub(crate) fn wait_for_room(&self, waiter: &Weak<dyn RoomWaiter>) -> bool {
+        match &self.response {
+            ResponsePhase::Streaming(tx) => tx.budgets().wait_for_room(waiter),
+            ResponsePhase::Idle(_) | ResponsePhase::Held { .. } => match &self.buffers.connection {
+                Some(connection) if connection.is_full() => {
+                    connection.wait_for_room(waiter.clone())
+                }
+                _ => false,
+            },
+            _ => false,
         }
     }
 

@@ -9,6 +9,7 @@
 //! the loop thread only.
 
 pub(crate) mod body;
+pub(crate) mod budget;
 pub(crate) mod exchange;
 pub(crate) mod http_state;
 pub(crate) mod pending;

@@ -65,10 +65,14 @@ pub(crate) struct PendingWebSocket {
 impl PendingRequest {
     /// A request with a fresh exchange whose response goes nowhere (unit tests).
     pub(crate) fn for_test(head: http::request::Parts, conn: ConnInfo) -> Self {
-        use crate::bridge::http_state::{HttpState, RequestBody};
+        use crate::bridge::http_state::{BufferLimits, HttpState, RequestBody};
         let (tx, _rx) = tokio::sync::oneshot::channel();
         let wakeup = Arc::new(crate::bridge::wakeup::Wakeup::new().expect("an eventfd"));
-        let state = HttpState::new(RequestBody::Done, tx, false);
+        let buffers = BufferLimits {
+            response: 1 << 20,
+            connection: None,
+        };
+        let state = HttpState::new(RequestBody::Done, tx, false, buffers);
         PendingRequest {
             head,
             conn: Arc::new(conn),

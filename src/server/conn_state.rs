@@ -6,6 +6,7 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::bridge::budget::ByteBudget;
 use crate::bridge::pending::ConnInfo;
 use crate::http::body_reader::BodyWatch;
 use crate::server::cork::IoSignals;
@@ -15,6 +16,8 @@ use crate::server::ServerShared;
 pub(crate) struct ConnCtx {
     pub(crate) info: Arc<ConnInfo>,
     pub(crate) shared: Arc<ServerShared>,
+    /// HTTP/2: the response body bytes all streams may hold (`--http2-connection-buffer`).
+    pub(crate) response_budget: Arc<ByteBudget>,
     signals: Arc<IoSignals>,
     in_flight: AtomicUsize,
     /// Whether a request has ever started on this connection (see `drive`'s drain grace).
@@ -26,6 +29,7 @@ impl ConnCtx {
     pub(crate) fn new(info: ConnInfo, shared: Arc<ServerShared>, signals: Arc<IoSignals>) -> Self {
         ConnCtx {
             info: Arc::new(info),
+            response_budget: Arc::new(ByteBudget::new(shared.config.http2_connection_buffer)),
             shared,
             signals,
             in_flight: AtomicUsize::new(0),

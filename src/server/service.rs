@@ -16,7 +16,7 @@ use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::bridge::body::{BodyAborted, ResponseBody, REQUEST_BODY_QUEUE};
 use crate::bridge::exchange::{CloseGuard, Exchange};
-use crate::bridge::http_state::{HttpState, RequestBody};
+use crate::bridge::http_state::{BufferLimits, HttpState, RequestBody};
 use crate::bridge::pending::PendingRequest;
 use crate::bridge::wakeup::{Event, Warning};
 use crate::http::body_reader::{BodyError, BodyReader};
@@ -257,10 +257,15 @@ async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>) -> Responded {
     };
 
     let (response_tx, response_rx) = oneshot::channel();
+    let buffers = BufferLimits {
+        response: config.limit_response_buffer,
+        // HTTP/1.1 sends one response at a time: its own budget is the connection's.
+        connection: (head.version == Version::HTTP_2).then(|| conn.response_budget.clone()),
+    };
     let exchange = Arc::new(Exchange::new(
         shared.wakeup.clone(),
         body_start.clone(),
-        HttpState::new(request_body, response_tx, is_head),
+        HttpState::new(request_body, response_tx, is_head, buffers),
     ));
     // Only a streamed body can fail after dispatch; the others pay for no channel.
     let mut body_failed = None;

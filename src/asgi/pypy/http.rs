@@ -7,7 +7,6 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray};
 
 use super::packing::unpack_headers;
-use crate::asgi::messages::body_bytes;
 use crate::asgi::protocol::{HttpProtocol, Incoming};
 use crate::bridge::http_state::RequestBody;
 
@@ -71,13 +70,10 @@ impl HttpProtocol {
     /// `send()` for an `http.response.body` already taken apart in Python (PyPy): `body`
     /// bytes, or a bytearray copy of a large one (cheaper to read through cpyext).
     fn send_body_bytes(
-        &self,
-        py: Python<'_>,
+        slf: &Bound<'_, Self>,
         body: &Bound<'_, PyAny>,
         more_body: bool,
     ) -> PyResult<Py<PyAny>> {
-        let body = body_bytes(body, "body")?;
-        let mut st = self.ex.state();
-        self.send_body(py, &mut st, body, more_body)
+        Self::deliver_body(slf, body, more_body, None)
     }
 }

@@ -1,0 +1,161 @@
+"""Response bodies held in memory are bounded in bytes (src/bridge/budget.rs): clients that
+stop reading, on HTTP/1.1 or on HTTP/2 streams held at a zero window, make the app's
+``send()`` wait instead of the worker's memory grow, whatever the chunk size; other clients
+are served meanwhile, and a slow reader still gets every byte.
+
+The app streams 1 MiB chunks for as long as the client is connected (tests/apps/buffer_app.py).
+Without the byte budget each stalled response held about 10 of them (8 queued, 1 parked,
+1 in hyper's or h2's buffer).
+"""
+
+import hashlib
+import socket
+import time
+
+import h2.settings
+import httpx
+import pytest
+
+from tests.apps.buffer_app import expected
+from tests.support.h2client import H2Client
+from tests.support.helpers import start_server, wait_until
+
+APP = "tests.apps.buffer_app:app"
+MiB = 1 << 20
+# The target of the byte budgets: the attack grows the worker by less than this.
+RSS_BUDGET = 128 * MiB
+
+
+def rss(pid):
+    with open("/proc/%d/status" % pid) as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS for %d" % pid)
+
+
+def stats(server):
+    return httpx.get(server.url + "/stats", timeout=10).json()
+
+
+def settled_chunks(server, streaming):
+    """Wait until ``streaming`` responses are running and their send() calls all wait (the
+    chunk count stops growing); returns the count."""
+    assert wait_until(lambda: stats(server)["streaming"] >= streaming, timeout=30), stats(server)
+    last = -1
+    for _ in range(100):
+        now = stats(server)["chunks"]
+        if now == last:
+            return now
+        last = now
+        time.sleep(0.5)
+    raise AssertionError("the app never stopped sending: %r" % stats(server))
+
+
+def stalled_reader(port, path="/forever"):
+    """An HTTP/1.1 client that sends its request and never reads."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(b"GET %s HTTP/1.1\r\nHost: x\r\n\r\n" % path.encode())
+    return sock
+
+
+def served_meanwhile(server):
+    with httpx.Client(base_url=server.url, timeout=10) as client:
+        for _ in range(20):
+            response = client.get("/small")
+            assert response.status_code == 200 and response.text == "ok"
+
+
+def test_stalled_http11_readers_do_not_grow_memory():
+    readers = 64
+    with start_server(APP, "--no-access-log") as server:
+        served_meanwhile(server)  # warm: the baseline includes what serving needs anyway
+        before = rss(server.pid)
+        socks = [stalled_reader(server.port) for _ in range(readers)]
+        try:
+            chunks = settled_chunks(server, readers)
+            grown = rss(server.pid) - before
+            served_meanwhile(server)
+        finally:
+            for sock in socks:
+                sock.close()
+        assert grown < RSS_BUDGET, "RSS grew by %.0f MiB (%d chunks)" % (grown / MiB, chunks)
+        # Every response got one chunk or two out before its send() had to wait.
+        assert chunks <= readers * 3, chunks
+        # The stalled responses end when their clients go; the server carries on.
+        assert wait_until(lambda: stats(server)["streaming"] == 0, timeout=30), stats(server)
+        served_meanwhile(server)
+
+
+def test_http2_streams_at_zero_window_do_not_grow_memory():
+    streams = 100
+    with start_server(APP, "--no-access-log") as server:
+        served_meanwhile(server)
+        before = rss(server.pid)
+        client = H2Client(server.port, settings={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0})
+        try:
+            client.receive_once()  # the server's SETTINGS and the ACK of ours
+            for _ in range(streams):
+                client.request("GET", "/forever")
+            chunks = settled_chunks(server, streams)
+            grown = rss(server.pid) - before
+            served_meanwhile(server)
+        finally:
+            client.close()
+        assert grown < RSS_BUDGET, "RSS grew by %.0f MiB (%d chunks)" % (grown / MiB, chunks)
+        # The connection's budget (4 MiB by default) is shared by its streams.
+        assert chunks <= 8, chunks
+        assert wait_until(lambda: stats(server)["streaming"] == 0, timeout=30), stats(server)
+        served_meanwhile(server)
+
+
+@pytest.mark.parametrize("chunk", [1024, 256 * 1024, 3 * MiB])
+def test_a_slow_reader_gets_every_byte(chunk):
+    size = 12 * MiB
+    with start_server(APP, "--no-access-log", "--limit-response-buffer", "65536") as server:
+        sock = socket.socket()
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 8192)
+        sock.connect(("127.0.0.1", server.port))
+        sock.sendall(
+            b"GET /download?size=%d&chunk=%d HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n"
+            % (size, chunk)
+        )
+        time.sleep(1.0)  # the app's send() waits: its budget is full, nobody reads
+        data = bytearray()
+        sock.settimeout(30)
+        while True:
+            got = sock.recv(1 << 20)
+            if not got:
+                break
+            data += got
+        sock.close()
+    head, _, body = bytes(data).partition(b"\r\n\r\n")
+    assert head.startswith(b"HTTP/1.1 200"), head
+    # Chunked framing: decode it.
+    decoded = bytearray()
+    while body:
+        length, _, rest = body.partition(b"\r\n")
+        n = int(length, 16)
+        if n == 0:
+            break
+        decoded += rest[:n]
+        body = rest[n + 2 :]
+    want = expected(size, chunk)
+    assert len(decoded) == size
+    assert hashlib.sha256(decoded).digest() == hashlib.sha256(want).digest()
+
+
+def test_http2_slow_stream_gets_every_byte_and_others_go_on():
+    size = 8 * MiB
+    with start_server(APP, "--no-access-log", "--http2-connection-buffer", "262144") as server:
+        client = H2Client(server.port)
+        try:
+            big = client.request("GET", "/download?size=%d&chunk=%d" % (size, 128 * 1024))
+            small = client.request("GET", "/small")
+            done = client.wait(big, small, timeout=60)
+        finally:
+            client.close()
+    assert done[1].status == 200 and bytes(done[1].data) == b"ok"
+    assert bytes(done[0].data) == expected(size, 128 * 1024)
