@@ -15,10 +15,12 @@ use tokio::sync::watch;
 
 use crate::bridge::pending::ConnInfo;
 use crate::bridge::relay::RelayExecutor;
+use crate::bridge::wakeup::{Event, Warning};
 use crate::config::HttpMode;
 use crate::server::conn_state::ConnCtx;
 use crate::server::cork::IoSignals;
 use crate::server::detect::{sniff, Replay};
+use crate::server::h2_guard::H2Guard;
 use crate::server::idle::{
     earliest, first_bytes_timeout, sleep_until_or_never, IdleCheck, IdleRules,
 };
@@ -183,6 +185,7 @@ pub(crate) async fn serve_connection<S>(
         // handle_h2_request). HTTP/1's cannot.
         let conn_ctx = ctx.clone();
         let service = service_fn(move |req| Box::pin(handle_h2_request(req, conn_ctx.clone())));
+        let io = H2Guard::new(io, flood_warning(&ctx));
         let connection = http2_builder(&shared).serve_connection(TokioIo::new(io), service);
         let rules = IdleRules::http2(&shared.config);
         let connection = Box::pin(connection);
@@ -232,6 +235,23 @@ pub(crate) async fn serve_connection<S>(
         if !wait_parked(&mut io, &ctx, rules, &mut lifecycle).await {
             return;
         }
+    }
+}
+
+/// The log line for a connection `H2Guard` closes.
+fn flood_warning(ctx: &ConnCtx) -> impl FnOnce(u64) + Send + 'static {
+    let wakeup = ctx.shared.wakeup.clone();
+    let peer = match ctx.info.peer {
+        Some(peer) => crate::bridge::pending::host_port(&peer),
+        None => "a Unix socket client".to_owned(),
+    };
+    move |charged| {
+        let text = format!(
+            "HTTP/2 connection from {peer} closed with ENHANCE_YOUR_CALM: {charged} frames \
+             that make no progress (PING, SETTINGS, WINDOW_UPDATE, PRIORITY, RST_STREAM, \
+             empty DATA) faster than the server allows"
+        );
+        wakeup.push(Event::Warning(Box::new(Warning(text))));
     }
 }
 

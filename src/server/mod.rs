@@ -6,6 +6,7 @@ pub(crate) mod conn_state;
 pub(crate) mod connection;
 pub(crate) mod cork;
 pub(crate) mod detect;
+pub(crate) mod h2_guard;
 pub(crate) mod handshake;
 pub(crate) mod idle;
 pub(crate) mod listener;

@@ -64,6 +64,10 @@ impl Violation {
         Violation { code: 1007, reason }
     }
 
+    pub(crate) const fn policy(reason: &'static str) -> Self {
+        Violation { code: 1008, reason }
+    }
+
     pub(crate) const fn too_big() -> Self {
         Violation {
             code: 1009,

@@ -67,7 +67,14 @@ struct Fragmented {
     data: Vec<u8>,
     /// Payload bytes received on the wire, bounded by `max_size` too.
     wire_len: usize,
+    /// Empty non-final fragments so far: they cost a frame each and carry nothing.
+    empty_fragments: u32,
 }
+
+/// Empty fragments one message may have before the connection is closed with 1008: a
+/// client sending them endlessly would keep the server busy without a message ever ending
+/// (no library sends more than one or two).
+const MAX_EMPTY_FRAGMENTS: u32 = 1000;
 
 pub struct WsReader {
     buf: BytesMut,
@@ -189,6 +196,7 @@ impl WsReader {
                         compressed: header.rsv1,
                         data: Vec::new(),
                         wire_len: 0,
+                        empty_fragments: 0,
                     });
                 }
                 self.utf8.reset();
@@ -253,6 +261,12 @@ impl WsReader {
                     return Err(Violation::protocol("continuation frame without a message"));
                 };
                 message.wire_len += len;
+                if len == 0 && !header.fin {
+                    message.empty_fragments += 1;
+                    if message.empty_fragments > MAX_EMPTY_FRAGMENTS {
+                        return Err(Violation::policy("too many empty fragments"));
+                    }
+                }
                 let payload = &self.buf[..len];
                 if message.compressed {
                     let inflater = self.inflater.as_mut().ok_or(NOT_NEGOTIATED)?;
@@ -492,6 +506,23 @@ mod tests {
         let close1 = frame(true, false, 8, &[3]);
         let got = read_all(&mut reader(false), &close1, 100);
         assert_eq!(got[0].as_ref().map_err(|v| v.code), Err(1002));
+    }
+
+    #[test]
+    fn endless_empty_fragments_are_a_policy_violation() {
+        let mut wire = frame(false, false, 1, b"");
+        for _ in 0..MAX_EMPTY_FRAGMENTS - 1 {
+            wire.extend(frame(false, false, 0, b""));
+        }
+        wire.extend(frame(true, false, 0, b"ok"));
+        let got = read_all(&mut reader(false), &wire, 100);
+        assert_eq!(got, vec![Ok(Incoming::Text(Bytes::from_static(b"ok")))]);
+        let mut wire = frame(false, false, 1, b"");
+        for _ in 0..MAX_EMPTY_FRAGMENTS {
+            wire.extend(frame(false, false, 0, b""));
+        }
+        let got = read_all(&mut reader(false), &wire, 100);
+        assert_eq!(got[0].as_ref().map_err(|v| v.code), Err(1008));
     }
 
     #[test]

@@ -1,0 +1,188 @@
+//! The I/O wrapper of an HTTP/2 connection that enforces `http::h2_flood`: it watches the
+//! frame headers going both ways and, once the client has spent its budget of frames that
+//! make no progress, stops feeding h2, writes GOAWAY(ENHANCE_YOUR_CALM) itself (at a frame
+//! boundary of what h2 wrote, so the stream stays well-formed) and ends the connection.
+
+use std::io::{self, IoSlice};
+use std::pin::Pin;
+use std::task::{Context, Poll};
+use std::time::Instant;
+
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::http::h2_flood::{goaway_enhance_your_calm, FloodBudget, FrameScanner};
+
+enum Phase {
+    Serving,
+    /// The budget ran out: the GOAWAY bytes still to write, then the end.
+    Closing {
+        goaway: [u8; 17],
+        written: usize,
+    },
+    /// Nothing more is read or written.
+    Closed,
+}
+
+pub(crate) struct H2Guard<S> {
+    inner: S,
+    incoming: FrameScanner,
+    outgoing: FrameScanner,
+    budget: FloodBudget,
+    last_refill: Instant,
+    phase: Phase,
+    /// Called once when the budget runs out, with the frames charged.
+    on_flood: Option<Box<dyn FnOnce(u64) + Send>>,
+}
+
+impl<S> H2Guard<S> {
+    pub(crate) fn new(inner: S, on_flood: impl FnOnce(u64) + Send + 'static) -> Self {
+        H2Guard {
+            inner,
+            incoming: FrameScanner::client(),
+            outgoing: FrameScanner::server(),
+            budget: FloodBudget::default(),
+            last_refill: Instant::now(),
+            phase: Phase::Serving,
+            on_flood: Some(Box::new(on_flood)),
+        }
+    }
+
+    fn trip(&mut self) {
+        if let Some(on_flood) = self.on_flood.take() {
+            on_flood(self.budget.charged);
+        }
+        // Mid-frame, a GOAWAY would corrupt what h2 was writing: then just close.
+        self.phase = if self.outgoing.at_boundary() {
+            Phase::Closing {
+                goaway: goaway_enhance_your_calm(self.budget.last_stream()),
+                written: 0,
+            }
+        } else {
+            Phase::Closed
+        };
+    }
+}
+
+impl<S: AsyncWrite + Unpin> H2Guard<S> {
+    /// Writes what is left of the GOAWAY; Ready once it is out (or cannot be).
+    fn poll_goaway(&mut self, cx: &mut Context<'_>) -> Poll<()> {
+        while let Phase::Closing { goaway, written } = &mut self.phase {
+            if *written == goaway.len() {
+                let _ = Pin::new(&mut self.inner).poll_flush(cx);
+                self.phase = Phase::Closed;
+                break;
+            }
+            match Pin::new(&mut self.inner).poll_write(cx, &goaway[*written..]) {
+                Poll::Ready(Ok(n)) if n > 0 => *written += n,
+                Poll::Ready(_) => self.phase = Phase::Closed,
+                Poll::Pending => return Poll::Pending,
+            }
+        }
+        Poll::Ready(())
+    }
+}
+
+impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for H2Guard<S> {
+    fn poll_read(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if !matches!(this.phase, Phase::Serving) {
+            // The end of the stream for h2, once the GOAWAY is out.
+            return this.poll_goaway(cx).map(|()| Ok(()));
+        }
+        let start = buf.filled().len();
+        let result = Pin::new(&mut this.inner).poll_read(cx, buf);
+        if !matches!(result, Poll::Ready(Ok(()))) || buf.filled().len() == start {
+            return result;
+        }
+        let now = Instant::now();
+        this.budget.refill(now - this.last_refill);
+        this.last_refill = now;
+        let budget = &mut this.budget;
+        let stop = this
+            .incoming
+            .feed(&buf.filled()[start..], |head| budget.incoming(head));
+        if let Some(offset) = stop {
+            // h2 never sees the frame that broke the budget, nor what came after it.
+            buf.set_filled(start + offset);
+            this.trip();
+            if buf.filled().len() == start {
+                return this.poll_goaway(cx).map(|()| Ok(()));
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+}
+
+impl<S: AsyncWrite + Unpin> AsyncWrite for H2Guard<S> {
+    fn poll_write(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if !matches!(this.phase, Phase::Serving) {
+            // What h2 still writes after the GOAWAY is dropped: the connection is over.
+            return Poll::Ready(Ok(data.len()));
+        }
+        let result = Pin::new(&mut this.inner).poll_write(cx, data);
+        if let Poll::Ready(Ok(n)) = result {
+            let budget = &mut this.budget;
+            this.outgoing.feed(&data[..n], |head| {
+                budget.outgoing(head);
+                true
+            });
+        }
+        result
+    }
+
+    fn poll_write_vectored(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let this = self.get_mut();
+        if !matches!(this.phase, Phase::Serving) {
+            return Poll::Ready(Ok(bufs.iter().map(|b| b.len()).sum()));
+        }
+        let result = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
+        if let Poll::Ready(Ok(mut n)) = result {
+            let budget = &mut this.budget;
+            for slice in bufs {
+                if n == 0 {
+                    break;
+                }
+                let take = n.min(slice.len());
+                this.outgoing.feed(&slice[..take], |head| {
+                    budget.outgoing(head);
+                    true
+                });
+                n -= take;
+            }
+        }
+        result
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if !matches!(this.phase, Phase::Serving) {
+            return Poll::Ready(Ok(()));
+        }
+        Pin::new(&mut this.inner).poll_flush(cx)
+    }
+
+    fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        if matches!(this.phase, Phase::Closing { .. }) && this.poll_goaway(cx).is_pending() {
+            return Poll::Pending;
+        }
+        Pin::new(&mut this.inner).poll_shutdown(cx)
+    }
+}
