@@ -8,7 +8,7 @@ use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::bridge::body::{InChunk, OutChunk, ResponseBody};
+use crate::bridge::body::{InChunks, OutChunk, ResponseBody};
 use crate::bridge::exchange::{CloseGuard, Exchange, ExchangeState};
 use crate::bridge::waiters::Waiters;
 use crate::bridge::wakeup::Event;
@@ -19,8 +19,8 @@ pub(crate) enum RequestBody {
     /// Read by tokio before dispatch (small, with a Content-Length): the first `receive()`
     /// completes at once.
     Full(Bytes),
-    /// Streamed through a bounded channel.
-    Stream(mpsc::Receiver<InChunk>),
+    /// Streamed through a bounded channel; each `receive()` takes what is queued, merged.
+    Stream(InChunks),
     /// All of it was delivered (or the app is done with the request).
     Done,
 }

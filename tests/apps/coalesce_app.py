@@ -3,12 +3,14 @@
 ``/count`` reads the whole body and answers how it arrived: the number of ``http.request``
 messages, the indexes of those with ``more_body`` false, the body's size and sha256. ``/echo``
 starts a streamed response at once and sends back each message's body as it comes, so a
-client can wait for its own bytes before sending more. A call with an ``id`` query parameter
-is recorded in ``REPORTS`` (``GET /report?id=...``): the message types and count, what a
-``send()`` after ``http.disconnect`` did, and what ``receive()`` gave after the last message.
-Standard library only, 3.9 syntax (may run on PyPy).
+client can wait for its own bytes before sending more. With ``hold=1`` either waits, before
+reading anything, until ``/release`` is called with the same ``id``. A call with an ``id``
+query parameter is recorded in ``REPORTS`` (``GET /report?id=...``): the message types and
+count, what a ``send()`` after ``http.disconnect`` did, and what ``receive()`` gave after the
+last message. Standard library only, 3.9 syntax (may run on PyPy).
 """
 
+import asyncio
 import hashlib
 import json
 from urllib.parse import parse_qs
@@ -16,6 +18,13 @@ from urllib.parse import parse_qs
 from tests.apps.common import lifespan
 
 REPORTS = {}
+HOLDS = {}  # id -> asyncio.Event that /release sets
+
+
+def _hold(rid):
+    if rid not in HOLDS:
+        HOLDS[rid] = asyncio.Event()
+    return HOLDS[rid]
 
 
 def _param(scope, name):
@@ -96,8 +105,14 @@ async def app(scope, receive, send):
     if scope["path"] == "/report":
         await _json(send, REPORTS.get(_param(scope, "id")))
         return
-    report = {"types": []}
     rid = _param(scope, "id")
+    if scope["path"] == "/release":
+        _hold(rid).set()
+        await _json(send, None)
+        return
+    report = {"types": []}
     if rid is not None:
         REPORTS[rid] = report
+    if _param(scope, "hold"):
+        await _hold(rid).wait()  # busy elsewhere: the body queues up meanwhile
     await ROUTES[scope["path"]](receive, send, report)
