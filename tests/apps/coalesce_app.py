@@ -42,6 +42,7 @@ async def count(receive, send, report):
     digest = hashlib.sha256()
     size = messages = 0
     ends = []  # indexes of the messages with more_body false
+    lens = []  # the first messages' body lengths, for a failing test's message
     while True:
         message = await receive()
         report["types"].append(message["type"])
@@ -51,6 +52,8 @@ async def count(receive, send, report):
         body = message.get("body", b"")
         digest.update(body)
         size += len(body)
+        if len(lens) < 20:
+            lens.append(len(body))
         if not message.get("more_body", False):
             ends.append(messages)
         messages += 1
@@ -59,7 +62,14 @@ async def count(receive, send, report):
         if ends:
             break
     await _json(
-        send, {"messages": messages, "ends": ends, "size": size, "sha256": digest.hexdigest()}
+        send,
+        {
+            "messages": messages,
+            "ends": ends,
+            "size": size,
+            "sha256": digest.hexdigest(),
+            "lens": lens,
+        },
     )
     # Nothing more may follow the message with more_body false: the next is the disconnect.
     report["after"] = (await receive())["type"]
