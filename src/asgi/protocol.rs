@@ -96,7 +96,9 @@ impl HttpState {
                 st.body = RequestBody::Done;
                 return Incoming::Request(data, false);
             }
-            RequestBody::Stream(rx) => match rx.try_recv() {
+            // The chunks queued now, merged (`InChunks`): tiny pieces cost one message per
+            // batch, not one each.
+            RequestBody::Stream(chunks) => match chunks.try_recv() {
                 Ok(InChunk::Data { data, last }) => {
                     if last {
                         st.body = RequestBody::Done;

@@ -4,10 +4,10 @@
 use std::pin::Pin;
 use std::task::{Context, Poll};
 
-use bytes::Bytes;
+use bytes::{Bytes, BytesMut};
 use http::{HeaderMap, StatusCode};
 use http_body::{Body, Frame, SizeHint};
-use tokio::sync::mpsc;
+use tokio::sync::mpsc::{self, error::TryRecvError};
 
 use crate::bridge::budget::Budgets;
 use crate::bridge::exchange::CloseGuard;
@@ -28,6 +28,123 @@ pub(crate) enum InChunk {
 }
 
 pub(crate) const REQUEST_BODY_QUEUE: usize = 4;
+
+/// The most request body bytes merged into one chunk, by the body pump (pieces hyper has
+/// ready) and again by `receive()` (chunks already queued). Tiny pieces (one-byte chunks,
+/// small DATA frames) then cost the app one `http.request` per this many bytes instead of one
+/// per piece. The same as `--body-preread-limit`'s default: a body that size already reaches
+/// the app as one message. It bounds what one request holds in bytes: the queue's
+/// `REQUEST_BODY_QUEUE` chunks, the one being merged and one piece held back. A single piece
+/// larger than this passes through whole (it is never copied to be split).
+pub(crate) const MERGED_CHUNK_BYTES: usize = 64 * 1024;
+
+/// Request body pieces merged into one chunk of at most `MERGED_CHUNK_BYTES` (or one larger
+/// piece). A lone piece passes through as it is; bytes are copied only once a second piece
+/// joins it.
+pub(crate) struct Joined {
+    first: Bytes,
+    more: Option<BytesMut>,
+}
+
+impl Joined {
+    pub(crate) fn new(first: Bytes) -> Self {
+        Joined { first, more: None }
+    }
+
+    fn len(&self) -> usize {
+        self.more.as_ref().map_or(self.first.len(), BytesMut::len)
+    }
+
+    /// Nothing more may join.
+    pub(crate) fn is_full(&self) -> bool {
+        self.len() >= MERGED_CHUNK_BYTES
+    }
+
+    /// Whether `data` may join without going over the bound.
+    pub(crate) fn fits(&self, data: &Bytes) -> bool {
+        data.len() <= MERGED_CHUNK_BYTES.saturating_sub(self.len())
+    }
+
+    pub(crate) fn push(&mut self, data: Bytes) {
+        if data.is_empty() {
+            return;
+        }
+        if let Some(more) = &mut self.more {
+            more.extend_from_slice(&data);
+        } else if self.first.is_empty() {
+            self.first = data;
+        } else {
+            // Sized for these two; it then grows by doubling, so its capacity stays under
+            // twice the bound.
+            let mut more = BytesMut::with_capacity(self.first.len() + data.len());
+            more.extend_from_slice(&std::mem::take(&mut self.first));
+            more.extend_from_slice(&data);
+            self.more = Some(more);
+        }
+    }
+
+    pub(crate) fn into_bytes(self) -> Bytes {
+        match self.more {
+            Some(more) => more.freeze(),
+            None => self.first,
+        }
+    }
+}
+
+/// The loop's end of a streamed request body: `try_recv` hands out the data chunks queued so
+/// far merged into one.
+pub(crate) struct InChunks {
+    rx: mpsc::Receiver<InChunk>,
+    /// Taken from the channel, not handed out yet: a chunk that would have made the merged one
+    /// too large, or a failure, which must come after the data queued before it.
+    held: Option<InChunk>,
+}
+
+impl InChunks {
+    pub(crate) fn new(rx: mpsc::Receiver<InChunk>) -> Self {
+        InChunks { rx, held: None }
+    }
+
+    /// The next chunk merged with the data chunks queued behind it (up to
+    /// `MERGED_CHUNK_BYTES`); the channel's error when nothing is queued.
+    pub(crate) fn try_recv(&mut self) -> Result<InChunk, TryRecvError> {
+        let first = match self.held.take() {
+            Some(chunk) => chunk,
+            None => self.rx.try_recv()?,
+        };
+        match first {
+            InChunk::Data { data, last: false } => Ok(self.merge_queued(data)),
+            other => Ok(other),
+        }
+    }
+
+    fn merge_queued(&mut self, first: Bytes) -> InChunk {
+        let mut joined = Joined::new(first);
+        while !joined.is_full() {
+            match self.rx.try_recv() {
+                Ok(InChunk::Data { data, last }) if joined.fits(&data) => {
+                    joined.push(data);
+                    if last {
+                        return InChunk::Data {
+                            data: joined.into_bytes(),
+                            last: true,
+                        };
+                    }
+                }
+                Ok(other) => {
+                    self.held = Some(other);
+                    break;
+                }
+                // Nothing more yet, or the sender is gone: the next call finds that again.
+                Err(_) => break,
+            }
+        }
+        InChunk::Data {
+            data: joined.into_bytes(),
+            last: false,
+        }
+    }
+}
 
 /// Response body chunks from `send()` to hyper.
 pub(crate) enum OutChunk {
@@ -199,6 +316,147 @@ impl Body for ResponseBody {
             Kind::Full(Some(data)) => SizeHint::with_exact(data.len() as u64),
             Kind::Full(None) => SizeHint::with_exact(0),
             Kind::Stream { .. } => SizeHint::default(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn data(chunk: &InChunk) -> (&[u8], bool) {
+        match chunk {
+            InChunk::Data { data, last } => (data, *last),
+            InChunk::Failed(err) => panic!("a failure ({err:?}) where data was expected"),
+        }
+    }
+
+    fn queue(chunks: Vec<InChunk>) -> InChunks {
+        let (tx, rx) = mpsc::channel(chunks.len().max(1));
+        for chunk in chunks {
+            assert!(tx.try_send(chunk).is_ok());
+        }
+        InChunks::new(rx) // `tx` dropped: the channel reports Disconnected once empty
+    }
+
+    fn piece(bytes: &'static [u8], last: bool) -> InChunk {
+        InChunk::Data {
+            data: Bytes::from_static(bytes),
+            last,
+        }
+    }
+
+    #[test]
+    fn a_lone_piece_passes_through_uncopied() {
+        let first = Bytes::from(vec![7u8; 10]);
+        let ptr = first.as_ptr();
+        let mut joined = Joined::new(first);
+        joined.push(Bytes::new());
+        let out = joined.into_bytes();
+        assert_eq!(out.as_ptr(), ptr);
+        assert_eq!(out.len(), 10);
+    }
+
+    #[test]
+    fn an_empty_first_piece_takes_the_next_uncopied() {
+        let next = Bytes::from(vec![1u8; 3]);
+        let ptr = next.as_ptr();
+        let mut joined = Joined::new(Bytes::new());
+        joined.push(next);
+        assert_eq!(joined.into_bytes().as_ptr(), ptr);
+    }
+
+    #[test]
+    fn pieces_join_in_order_up_to_the_bound() {
+        let mut joined = Joined::new(Bytes::from_static(b"ab"));
+        joined.push(Bytes::from_static(b"c"));
+        joined.push(Bytes::from_static(b"de"));
+        assert!(!joined.is_full());
+        let rest = Bytes::from(vec![b'x'; MERGED_CHUNK_BYTES - 5]);
+        assert!(joined.fits(&rest));
+        assert!(!joined.fits(&Bytes::from(vec![b'x'; MERGED_CHUNK_BYTES - 4])));
+        joined.push(rest);
+        assert!(joined.is_full());
+        assert!(joined.fits(&Bytes::new()));
+        assert!(!joined.fits(&Bytes::from_static(b"y")));
+        let out = joined.into_bytes();
+        assert_eq!(out.len(), MERGED_CHUNK_BYTES);
+        assert_eq!(&out[..6], b"abcdex");
+    }
+
+    #[test]
+    fn a_piece_larger_than_the_bound_stays_whole() {
+        let big = Bytes::from(vec![0u8; MERGED_CHUNK_BYTES * 2]);
+        let joined = Joined::new(big.clone());
+        assert!(joined.is_full());
+        assert_eq!(joined.into_bytes(), big);
+    }
+
+    #[test]
+    fn queued_chunks_merge_into_one_with_the_end() {
+        let mut chunks = queue(vec![
+            piece(b"a", false),
+            piece(b"b", false),
+            piece(b"", true),
+        ]);
+        assert_eq!(data(&chunks.try_recv().unwrap()), (&b"ab"[..], true));
+        assert!(matches!(chunks.try_recv(), Err(TryRecvError::Disconnected)));
+    }
+
+    #[test]
+    fn merging_stops_at_what_is_queued() {
+        let (tx, rx) = mpsc::channel(4);
+        let mut chunks = InChunks::new(rx);
+        assert!(tx.try_send(piece(b"a", false)).is_ok());
+        assert!(tx.try_send(piece(b"b", false)).is_ok());
+        assert_eq!(data(&chunks.try_recv().unwrap()), (&b"ab"[..], false));
+        assert!(matches!(chunks.try_recv(), Err(TryRecvError::Empty)));
+        assert!(tx.try_send(piece(b"c", true)).is_ok());
+        assert_eq!(data(&chunks.try_recv().unwrap()), (&b"c"[..], true));
+    }
+
+    #[test]
+    fn a_failure_comes_after_the_data_before_it() {
+        let mut chunks = queue(vec![
+            piece(b"a", false),
+            piece(b"b", false),
+            InChunk::Failed(BodyError::TooLarge),
+            piece(b"never", false),
+        ]);
+        assert_eq!(data(&chunks.try_recv().unwrap()), (&b"ab"[..], false));
+        assert!(matches!(
+            chunks.try_recv(),
+            Ok(InChunk::Failed(BodyError::TooLarge))
+        ));
+    }
+
+    #[test]
+    fn a_chunk_that_does_not_fit_comes_next() {
+        let big = Bytes::from(vec![b'z'; MERGED_CHUNK_BYTES]);
+        let mut chunks = queue(vec![
+            piece(b"a", false),
+            InChunk::Data {
+                data: big.clone(),
+                last: false,
+            },
+            piece(b"b", true),
+        ]);
+        assert_eq!(data(&chunks.try_recv().unwrap()), (&b"a"[..], false));
+        assert_eq!(data(&chunks.try_recv().unwrap()), (&big[..], false));
+        assert_eq!(data(&chunks.try_recv().unwrap()), (&b"b"[..], true));
+    }
+
+    #[test]
+    fn a_lone_queued_chunk_is_not_copied() {
+        let first = Bytes::from(vec![3u8; 100]);
+        let ptr = first.as_ptr();
+        let mut chunks = queue(vec![InChunk::Data {
+            data: first,
+            last: false,
+        }]);
+        match chunks.try_recv() {
+            Ok(InChunk::Data { data, last: false }) => assert_eq!(data.as_ptr(), ptr),
+            _ => panic!("expected the chunk"),
         }
     }
 }

@@ -8,9 +8,9 @@ use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::oneshot;
 
-use crate::bridge::body::{BodyRx, BodyTx, InChunk, ResponseBody};
+use crate::bridge::body::{BodyRx, BodyTx, InChunks, ResponseBody};
 use crate::bridge::budget::{Budgets, ByteBudget, RoomWaiter};
 use crate::bridge::exchange::{CloseGuard, Exchange, ExchangeState};
 use crate::bridge::waiters::Waiters;
@@ -22,8 +22,8 @@ pub(crate) enum RequestBody {
     /// Read by tokio before dispatch (small, with a Content-Length): the first `receive()`
     /// completes at once.
     Full(Bytes),
-    /// Streamed through a bounded channel.
-    Stream(mpsc::Receiver<InChunk>),
+    /// Streamed through a bounded channel; each `receive()` takes what is queued, merged.
+    Stream(InChunks),
     /// All of it was delivered (or the app is done with the request).
     Done,
 }

@@ -3,11 +3,14 @@
 //! The idle timer costs nothing while the body arrives as fast as it is read: it is created
 //! the first time a read has to wait, and it is not re-armed per chunk. Each wait only moves a
 //! plain deadline forward; when the timer fires before that deadline it is pushed back to it.
+//!
+//! `next` waits for the next piece; `next_ready` only takes one that has arrived already, so
+//! the body pump can merge tiny pieces without holding any back (server/body_pump.rs).
 
 use std::future::{poll_fn, Future};
 use std::pin::Pin;
 use std::sync::Arc;
-use std::task::Poll;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -114,44 +117,75 @@ impl BodyReader {
     /// The next data piece; trailers are skipped (ASGI has no request trailers).
     pub(crate) async fn next(&mut self, consumer: impl Fn() -> Consumer) -> Piece {
         loop {
-            let frame = match self.frame(&consumer).await {
-                Ok(frame) => frame,
+            match self.frame(&consumer).await {
+                Ok(polled) => {
+                    if let Some(piece) = self.piece(polled) {
+                        return piece;
+                    }
+                }
                 Err(stop) => {
                     self.ended();
                     return stop;
                 }
-            };
-            let data = match frame {
-                None => {
-                    self.ended();
-                    return Piece::Data {
-                        data: Bytes::new(),
-                        last: true,
-                    };
-                }
-                Some(Err(_)) => {
-                    self.ended();
-                    return Piece::Failed(BodyError::Malformed);
-                }
-                Some(Ok(frame)) => match frame.into_data() {
-                    Ok(data) => data,
-                    Err(_) => continue,
-                },
-            };
-            let last = self.body.is_end_stream();
-            if data.is_empty() && !last {
-                continue;
             }
-            self.received += data.len() as u64;
-            if self.limit.is_some_and(|limit| self.received > limit) {
-                self.ended();
-                return Piece::Failed(BodyError::TooLarge);
-            }
-            if last {
-                self.ended();
-            }
-            return Piece::Data { data, last };
         }
+    }
+
+    /// The next piece if it has arrived already: None when reading on would wait for the
+    /// client (no timer is involved). For merging tiny pieces without delaying any.
+    pub(crate) async fn next_ready(&mut self) -> Option<Piece> {
+        if let Some(piece) = poll_fn(|cx| Poll::Ready(self.ready_piece(cx))).await {
+            return Some(piece);
+        }
+        // Not ready may only mean that hyper's connection task has not handed the next piece
+        // over yet: HTTP/1.1 passes chunks one at a time through a one-slot channel, refilled
+        // by that task once the poll just made woke it. Let it run once, then look again.
+        let_others_run().await;
+        poll_fn(|cx| Poll::Ready(self.ready_piece(cx))).await
+    }
+
+    /// A piece hyper holds ready now, past frames that carry none.
+    fn ready_piece(&mut self, cx: &mut Context<'_>) -> Option<Piece> {
+        loop {
+            let Poll::Ready(polled) = Pin::new(&mut self.body).poll_frame(cx) else {
+                return None;
+            };
+            if let Some(piece) = self.piece(polled) {
+                return Some(piece);
+            }
+        }
+    }
+
+    /// What a frame from hyper is to the app; None for one that carries nothing (trailers, an
+    /// empty DATA frame before the end).
+    fn piece(&mut self, polled: Polled) -> Option<Piece> {
+        let data = match polled {
+            None => {
+                self.ended();
+                return Some(Piece::Data {
+                    data: Bytes::new(),
+                    last: true,
+                });
+            }
+            Some(Err(_)) => {
+                self.ended();
+                return Some(Piece::Failed(BodyError::Malformed));
+            }
+            Some(Ok(frame)) => frame.into_data().ok()?,
+        };
+        let last = self.body.is_end_stream();
+        if data.is_empty() && !last {
+            return None;
+        }
+        self.received += data.len() as u64;
+        if self.limit.is_some_and(|limit| self.received > limit) {
+            self.ended();
+            return Some(Piece::Failed(BodyError::TooLarge));
+        }
+        if last {
+            self.ended();
+        }
+        Some(Piece::Data { data, last })
     }
 
     /// A whole body of `size` bytes (announced by Content-Length), read before dispatch.
@@ -215,4 +249,20 @@ impl BodyReader {
             }
         }
     }
+}
+
+/// Lets the tasks already woken run before this one goes on: it is woken at once, so it goes
+/// to the back of the run queue. Unlike `tokio::task::yield_now` it does not also wait for the
+/// runtime to poll the I/O driver, a system call it would cost per piece.
+async fn let_others_run() {
+    let mut yielded = false;
+    poll_fn(|cx| {
+        if yielded {
+            return Poll::Ready(());
+        }
+        yielded = true;
+        cx.waker().wake_by_ref();
+        Poll::Pending
+    })
+    .await;
 }

@@ -14,7 +14,7 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use tokio::sync::{mpsc, oneshot, Notify};
 
-use crate::bridge::body::{BodyAborted, ResponseBody, REQUEST_BODY_QUEUE};
+use crate::bridge::body::{BodyAborted, InChunks, ResponseBody, REQUEST_BODY_QUEUE};
 use crate::bridge::exchange::{CloseGuard, Exchange};
 use crate::bridge::http_state::{BufferLimits, HttpState, RequestBody};
 use crate::bridge::pending::PendingRequest;
@@ -252,7 +252,7 @@ async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>) -> Responded {
         _ => {
             let (tx, rx) = mpsc::channel(REQUEST_BODY_QUEUE);
             stream = Some(tx);
-            RequestBody::Stream(rx)
+            RequestBody::Stream(InChunks::new(rx))
         }
     };
 

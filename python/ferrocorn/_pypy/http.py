@@ -10,7 +10,9 @@ to ``HttpProtocol.send`` with the message itself, so the error it raises names t
 exactly as on CPython. ``receive()`` likewise gets the body (a bytearray, cheaper through
 cpyext than bytes) from ``HttpProtocol.receive_ready`` and ``more_body`` from
 ``more_body_pending`` (two calls: a tuple of the two cost ~10 µs more for a 10 KiB body), and
-makes the dict here; when it has to wait it is the core's ``receive``.
+makes the dict here; when it has to wait it is the core's ``receive``. The body is whatever
+had arrived, merged by the core (up to 64 KiB, ``MERGED_CHUNK_BYTES`` in src/bridge/body.rs),
+as on CPython.
 """
 
 from __future__ import annotations

@@ -19,7 +19,8 @@ impl HttpProtocol {
     /// under cpyext a bytes object made here costs far more (10 KiB: 3.7 µs against 0.66 µs
     /// for bytearray + `bytes()`). It is returned alone, not in a tuple with the flag: PyPy
     /// turning a C tuple that holds a 10 KiB bytearray into its own took ~10 µs more than
-    /// the bytearray alone (micro-benchmark), so the flag is a second call.
+    /// the bytearray alone (micro-benchmark), so the flag is a second call. The body is
+    /// what `next_incoming` merged of the chunks queued, as on CPython.
     fn receive_ready<'py>(&self, py: Python<'py>) -> Option<Bound<'py, PyAny>> {
         let mut st = self.ex.state();
         self.receive_called(&mut st);
