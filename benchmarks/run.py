@@ -1,16 +1,19 @@
 #!/usr/bin/env python3
-"""ferrocorn benchmark suite: ferrocorn vs granian vs uvicorn on one shared ASGI app.
+"""ferrocorn benchmark suite: ferrocorn vs granian, uvicorn and h2corn on shared ASGI apps.
 
-    python benchmarks/run.py                 # full CPython suite (ferrocorn, granian, uvicorn)
+    python benchmarks/run.py                 # full CPython suite (peers, -defaults, hyper floor)
     python benchmarks/run.py --quick         # smoke run: short durations, one round
     python benchmarks/run.py --pypy          # PyPy suite: ferrocorn/uvicorn on pypy3 + CPython refs
+    python benchmarks/run.py --python /path/to/python3.13   # the CPython suite on another Python
     python benchmarks/run.py --servers granian,uvicorn --scenarios plaintext,json
 
 The script runs in two stages. Stage 1 (any python3, stdlib only) makes sure wrk/h2load are
-installed, creates the pinned virtualenvs (benchmarks/.venv, and benchmarks/.venv-pypy when a
-PyPy server is selected) and builds ferrocorn from this checkout with maturin in release mode.
-It then re-executes itself with the venv's interpreter for stage 2, which runs the servers and
-wrk, and writes RESULTS.md, results.json and results.png. See benchmarks/README.md.
+installed, creates the pinned virtualenvs (benchmarks/.venv, or benchmarks/.venv-cpXY with
+--python; benchmarks/.venv-pypy when a PyPy server is selected), builds ferrocorn from this
+checkout with maturin in release mode, and the hyper floor server (benchmarks/floor) with cargo
+when `floor` is selected. It then re-executes itself with the venv's interpreter for stage 2,
+which runs the servers and wrk (and benchmarks/python_floor.py for the floor), and writes
+RESULTS.md, results.json and results.png. See benchmarks/README.md.
 """
 
 from __future__ import annotations
@@ -35,11 +38,15 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-VENV = HERE / ".venv"
+VENV = HERE / ".venv"  # the CPython venv under test; .venv-cpXY with --python (set_venv)
 VENV_PYPY = HERE / ".venv-pypy"
 WORK = HERE / ".work"
 LOGS = WORK / "logs"
 APP_TARGET = "benchmarks.app:app"
+FLOOR_DIR = HERE / "floor"  # the hyper floor server: its own cargo project
+FLOOR_TARGET = WORK / "target-floor"
+FLOOR_BIN = FLOOR_TARGET / "release" / "floor"
+PYTHON_FLOOR = HERE / "python_floor.py"
 
 STAGE_ENV = "FERROCORN_BENCH_STAGE2"
 STATE_ENV = "FERROCORN_BENCH_STATE"
@@ -50,18 +57,34 @@ NOFILE = 65536  # RLIMIT_NOFILE for this script and for every server
 IDLE_CAPACITY = 32768  # connection cap given to servers that have one, for idle10k
 
 # "-defaults": the server with its out-of-the-box logging (access log on; granian's is off by
-# default, so it gets --access-log), as a new user first measures it.
+# default, so it gets --access-log), as a new user first measures it. They run only in the
+# --defaults-scenarios (DEFAULTS_SCENARIOS unless given).
+# "floor": plain hyper with the same settings and responses, no Python (benchmarks/floor).
 ALL_SERVERS = [
     "ferrocorn",
     "granian",
     "uvicorn",
+    "h2corn",
+    "floor",
     "ferrocorn-pypy",
     "uvicorn-pypy",
     "ferrocorn-defaults",
     "granian-defaults",
     "uvicorn-defaults",
+    "h2corn-defaults",
 ]
-DEFAULT_SERVERS = ["ferrocorn", "granian", "uvicorn"]
+DEFAULT_SERVERS = [
+    "ferrocorn",
+    "granian",
+    "uvicorn",
+    "h2corn",
+    "floor",
+    "ferrocorn-defaults",
+    "granian-defaults",
+    "uvicorn-defaults",
+    "h2corn-defaults",
+]
+DEFAULTS_SCENARIOS = ["pipelined", "plaintext", "json", "fastapi-json", "starlette-plaintext"]
 # ferrocorn on CPython too, so the PyPy/CPython ratio comes from the same run.
 PYPY_SERVERS = ["granian", "ferrocorn", "ferrocorn-pypy", "uvicorn-pypy"]
 
@@ -69,13 +92,16 @@ PYPY_SERVERS = ["granian", "ferrocorn", "ferrocorn-pypy", "uvicorn-pypy"]
 SUMMARY_PAIRS = (
     ("ferrocorn", "granian"),
     ("ferrocorn", "uvicorn"),
+    ("ferrocorn", "h2corn"),
     ("ferrocorn-pypy", "uvicorn-pypy"),
     ("ferrocorn-pypy", "ferrocorn"),
     ("ferrocorn-defaults", "ferrocorn"),
     ("ferrocorn-defaults", "granian-defaults"),
     ("ferrocorn-defaults", "uvicorn-defaults"),
+    ("ferrocorn-defaults", "h2corn-defaults"),
 )
 REFERENCE = "granian"
+FLOOR = "floor"
 
 # granian's fastest configuration for a single worker pinned to one core, chosen by measuring
 # the alternatives on the 2-core bench box (see README.md, "granian configuration"):
@@ -95,6 +121,14 @@ GRANIAN_TUNING = [
     "1",
     "--http1-pipeline-flush",
 ]
+
+# h2corn's fastest configuration for a single worker pinned to one core (see README.md,
+# "h2corn configuration"): --workers 1 (its default), --runtime-threads 1 (one tokio thread:
+# one core is available; its default is 2), --loop uvloop (set in Server.argv, as for the
+# others). It has no HTTP/1-only switch (only --no-http1), so it keeps sniffing for HTTP/2.
+# Access log off for the main rows (h2corn logs every request by default), on for
+# h2corn-defaults. Its Server header is off by default and stays so.
+H2CORN_TUNING = ["--workers", "1", "--runtime-threads", "1"]
 
 TE_ACCEPT_PLAIN = (
     "text/plain,text/html;q=0.9,application/xhtml+xml;q=0.9,application/xml;q=0.8,*/*;q=0.7"
@@ -186,6 +220,35 @@ SCENARIOS: dict[str, dict] = {
         accept=TE_ACCEPT_PLAIN,
         desc="GET /sleep: the app awaits asyncio.sleep(0.01), 512 connections. The ideal is "
         "512/0.010 = 51,200 req/s; measures timer/scheduling overhead with many waiting tasks.",
+    ),
+    # Framework scenarios: what users run, a framework between the server and their code.
+    # `app` overrides APP_TARGET for every server; `floor_app` tells the hyper floor server
+    # which app's responses to send; `probe` is the readiness-probe path.
+    "fastapi-json": dict(
+        title="FastAPI: JSON from a pydantic model, with a path parameter",
+        kind="wrk",
+        group="frameworks",
+        app="benchmarks.fw_app:fastapi_app",
+        floor_app="fastapi",
+        path="/items/42",
+        probe="/items/42",
+        connections=128,
+        accept=TE_ACCEPT_JSON,
+        desc="GET /items/42 on a FastAPI app (`benchmarks/fw_app.py`): the path parameter is "
+        "validated as an int, the endpoint returns a pydantic model (`response_model=Item`) "
+        "that FastAPI validates and serializes to JSON. 128 keep-alive connections.",
+    ),
+    "starlette-plaintext": dict(
+        title="Starlette: plaintext route",
+        kind="wrk",
+        group="frameworks",
+        app="benchmarks.fw_app:starlette_app",
+        floor_app="starlette",
+        path="/plaintext",
+        connections=128,
+        accept=TE_ACCEPT_PLAIN,
+        desc="GET /plaintext on a Starlette app (`benchmarks/fw_app.py`): one Route returning "
+        "PlainTextResponse('Hello, World!'). 128 keep-alive connections.",
     ),
     "idle10k": dict(
         title="Memory with 10,000 idle keep-alive connections",
@@ -357,6 +420,72 @@ def build_ferrocorn(target_venv: Path, label: str, profile: str) -> tuple[bool, 
     return True, f"built {wheels[0].name} from {git_revision()} in {time.monotonic() - t0:.0f}s"
 
 
+def floor_versions() -> dict:
+    """hyper's and tokio's versions in the floor server's Cargo.lock."""
+    out: dict = {}
+    try:
+        text = (FLOOR_DIR / "Cargo.lock").read_text()
+    except OSError:
+        return out
+    for block in text.split("[[package]]"):
+        fields = dict(
+            (k.strip(), v.strip().strip('"'))
+            for k, _, v in (line.partition("=") for line in block.splitlines())
+            if v
+        )
+        if fields.get("name") in ("hyper", "tokio"):
+            out[fields["name"]] = fields.get("version", "?")
+    return out
+
+
+def build_floor() -> tuple[bool, str]:
+    """cargo build --release of benchmarks/floor (its own project and Cargo.lock)."""
+    cargo = shutil.which("cargo")
+    if not cargo:
+        return False, "cargo not found: the hyper floor server cannot be built"
+    LOGS.mkdir(parents=True, exist_ok=True)
+    logfile = LOGS / "build-floor.log"
+    cmd = [cargo, "build", "--release", "--manifest-path", str(FLOOR_DIR / "Cargo.toml")]
+    env = dict(os.environ, CARGO_TARGET_DIR=str(FLOOR_TARGET))
+    log(f"== building the hyper floor server: {shlex.join(cmd)}")
+    log(f"   (output: {rel(logfile)})")
+    t0 = time.monotonic()
+    with open(logfile, "w") as fh:
+        rc = subprocess.run(cmd, cwd=FLOOR_DIR, env=env, stdout=fh, stderr=subprocess.STDOUT)
+    if rc.returncode != 0 or not FLOOR_BIN.exists():
+        tail = "\n".join(logfile.read_text(errors="replace").splitlines()[-15:])
+        return False, f"cargo build failed (exit {rc.returncode}); see {rel(logfile)}\n{tail}"
+    v = floor_versions()
+    return True, (
+        f"built {rel(FLOOR_BIN)} (hyper {v.get('hyper', '?')}, tokio {v.get('tokio', '?')}) "
+        f"from {git_revision()} in {time.monotonic() - t0:.0f}s"
+    )
+
+
+def python_tag(python: str) -> str:
+    """`cp313` for a CPython 3.13 interpreter; raises SystemExit for anything else."""
+    code = (
+        "import platform, sys; print(platform.python_implementation(), "
+        "'%d%d' % sys.version_info[:2])"
+    )
+    try:
+        out = subprocess.run([python, "-c", code], capture_output=True, text=True, timeout=60)
+    except OSError as exc:
+        raise SystemExit(f"--python {python}: cannot run it: {exc}") from None
+    impl, _, ver = out.stdout.strip().partition(" ")
+    if out.returncode != 0 or impl != "CPython" or not ver.isdigit():
+        raise SystemExit(
+            f"--python {python}: not a CPython interpreter ({(out.stdout + out.stderr).strip()})"
+        )
+    return f"cp{ver}"
+
+
+def set_venv(path: Path) -> None:
+    """Make `path` the CPython venv under test (the default is benchmarks/.venv)."""
+    global VENV
+    VENV = path
+
+
 def git_revision() -> str:
     rev = capture(["git", "-C", REPO, "rev-parse", "--short", "HEAD"])
     if not rev or "fatal" in rev or rev.startswith("<"):
@@ -375,11 +504,19 @@ def stage1(args: argparse.Namespace, argv: list[str]) -> None:
     servers = selected_servers(args)
     need_pypy = any(s.endswith("-pypy") for s in servers)
     ensure_tools(need_pypy)
-    cpython = (
-        sys.executable
-        if platform.python_implementation() == "CPython"
-        else (shutil.which("python3") or "python3")
-    )
+    if args.python:
+        # Another CPython: a venv of its own per version, ferrocorn built for it, and the same
+        # pinned peers installed into it.
+        cpython = args.python
+        label = python_tag(cpython)
+        set_venv(HERE / f".venv-{label}")
+    else:
+        cpython = (
+            sys.executable
+            if platform.python_implementation() == "CPython"
+            else (shutil.which("python3") or "python3")
+        )
+        label = "cpython"
     ensure_venv(VENV, [cpython, "-m", "venv"], HERE / "requirements.txt")
     if need_pypy:
         ensure_venv(
@@ -392,7 +529,7 @@ def stage1(args: argparse.Namespace, argv: list[str]) -> None:
     unavailable: dict[str, str] = {}
     targets = []
     if "ferrocorn" in servers or "ferrocorn-defaults" in servers:
-        targets.append(("ferrocorn", VENV, "cpython"))
+        targets.append(("ferrocorn", VENV, label))
     if "ferrocorn-pypy" in servers:
         targets.append(("ferrocorn-pypy", VENV_PYPY, "pypy"))
     for name, venv, label in targets:
@@ -406,8 +543,25 @@ def stage1(args: argparse.Namespace, argv: list[str]) -> None:
         else:
             unavailable[name] = msg.splitlines()[0]
             warn(f"{name}: {msg}\n{name} will be skipped in this run.")
+    if FLOOR in servers:
+        if args.skip_build and FLOOR_BIN.exists():
+            build[FLOOR] = "--skip-build: reusing " + rel(FLOOR_BIN)
+        else:
+            ok, msg = build_floor()
+            build[FLOOR] = msg
+            if ok:
+                log(f"   {msg}")
+            else:
+                unavailable[FLOOR] = msg.splitlines()[0]
+                warn(f"{FLOOR}: {msg}\n{FLOOR} will be skipped in this run.")
 
-    state = {"build": build, "unavailable": unavailable, "cmdline": "python " + shlex.join(argv)}
+    state = {
+        "build": build,
+        "unavailable": unavailable,
+        "cmdline": "python " + shlex.join(argv),
+        "venv": str(VENV),
+        "python_label": label if args.python else None,
+    }
     env = dict(os.environ, **{STAGE_ENV: "1", STATE_ENV: json.dumps(state)})
     py = str(venv_python(VENV))
     log(f"== stage 2 with {rel(Path(py))}")
@@ -526,22 +680,26 @@ class Server:
 
     def check(self) -> str | None:
         """None if runnable, else the reason it is not."""
+        if self.base == FLOOR:
+            if not FLOOR_BIN.exists():
+                return f"{rel(FLOOR_BIN)} not built (cargo build failed or was skipped)"
+            return None
         if not self.py.exists():
             return f"{rel(self.venv)} does not exist"
-        module = {"ferrocorn": "ferrocorn", "granian": "granian", "uvicorn": "uvicorn"}[self.base]
+        module = self.base
         if not _py_has(self.py, module):
-            hint = (
-                " (build failed or --skip-build without a previous build)"
-                if self.base == "ferrocorn"
-                else ""
-            )
+            hint = {
+                "ferrocorn": " (build failed or --skip-build without a previous build)",
+                "h2corn": " (not installed: h2corn is pinned in requirements.txt; see the "
+                "pip output of the venv setup)",
+            }.get(self.base, "")
             return f"`import {module}` fails in {rel(self.venv)}{hint}"
         has_uvloop = not self.pypy and _py_has(self.py, "uvloop")
         if self.base == "ferrocorn":
             self.loop = "uvloop" if has_uvloop else "auto"
             if not has_uvloop:
                 self.notes.append("uvloop not importable: --loop auto")
-        elif self.base == "granian":
+        elif self.base in ("granian", "h2corn"):
             self.loop = "uvloop" if has_uvloop else "auto"
         elif self.base == "uvicorn":
             self.loop = "uvloop" if has_uvloop else "asyncio"
@@ -550,6 +708,11 @@ class Server:
 
     def argv(self, port: int, scenario: str) -> list[str]:
         py = str(self.py)
+        spec = SCENARIOS.get(scenario, {})
+        if self.base == FLOOR:
+            # The last element stands where the others have the app target (see idle_extra).
+            cmd = [str(FLOOR_BIN), "--host", "127.0.0.1", "--port", str(port)]
+            return cmd + self.extra + ["--app", spec.get("floor_app", "app")]
         if self.base == "ferrocorn":
             cmd = [
                 py,
@@ -600,6 +763,23 @@ class Server:
                     "--http1-header-read-timeout",
                     "60000",
                 ]
+        elif self.base == "h2corn":
+            cmd = [
+                py,
+                "-m",
+                "h2corn",
+                *H2CORN_TUNING,
+                "--loop",
+                self.loop,
+                *([] if self.defaults else ["--no-access-log"]),
+                "--host",
+                "127.0.0.1",
+                "--port",
+                str(port),
+            ]
+            if scenario == "idle10k":
+                # closes idle keep-alive connections after 120 s by default; as for the others
+                cmd += ["--timeout-keep-alive", "300"]
         else:
             cmd = [
                 py,
@@ -620,13 +800,17 @@ class Server:
             if scenario == "idle10k":
                 # uvicorn closes idle keep-alive connections after 5 s by default.
                 cmd += ["--timeout-keep-alive", "300"]
-        return cmd + self.extra + [APP_TARGET]
+        return cmd + self.extra + [spec.get("app", APP_TARGET)]
 
     def versions(self) -> dict:
+        if self.base == FLOOR:
+            v = floor_versions()
+            return {"python": "–", FLOOR: f"hyper {v.get('hyper', '?')}, tokio {v.get('tokio', '?')}"}
         code = (
             "import json, platform, importlib.metadata as m\n"
             "out = {'python': platform.python_implementation() + ' ' + platform.python_version()}\n"
-            "for d in ('ferrocorn', 'granian', 'uvicorn', 'uvloop', 'httptools', 'h11'):\n"
+            "for d in ('ferrocorn', 'granian', 'uvicorn', 'h2corn', 'uvloop', 'httptools', 'h11',\n"
+            "          'fastapi', 'starlette', 'pydantic'):\n"
             "    try: out[d] = m.version(d)\n"
             "    except Exception: pass\n"
             "print(json.dumps(out))\n"
@@ -643,10 +827,11 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
-def probe(port: int, timeout: float = 1.0) -> bool:
+def probe(port: int, timeout: float = 1.0, path: str = "/plaintext") -> bool:
+    request = f"GET {path} HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n".encode()
     try:
         with socket.create_connection(("127.0.0.1", port), timeout=timeout) as s:
-            s.sendall(b"GET /plaintext HTTP/1.1\r\nHost: 127.0.0.1\r\nConnection: close\r\n\r\n")
+            s.sendall(request)
             data = b""
             while b"\r\n" not in data:
                 chunk = s.recv(4096)
@@ -664,6 +849,7 @@ class Running:
         self.port = free_port()
         LOGS.mkdir(parents=True, exist_ok=True)
         self.logfile = LOGS / f"{server.name}-{scenario}-r{round_no + 1}.log"
+        self.probe_path = SCENARIOS.get(scenario, {}).get("probe", "/plaintext")
         self.cmd = server.argv(self.port, scenario)
         wrapped = ["prlimit", f"--nofile={nofile}:{nofile}", *self.cmd]
         if pin:
@@ -688,10 +874,10 @@ class Running:
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
                 return f"exited with code {self.proc.returncode} before answering"
-            if probe(self.port):
+            if probe(self.port, path=self.probe_path):
                 return None
             time.sleep(0.1)
-        return f"did not answer GET /plaintext on port {self.port} within {timeout:.0f}s"
+        return f"did not answer GET {self.probe_path} on port {self.port} within {timeout:.0f}s"
 
     def alive(self) -> bool:
         return self.proc.poll() is None
@@ -1264,6 +1450,8 @@ def stage2(args: argparse.Namespace) -> None:
         report_only(args)
         return
     state = json.loads(os.environ.get(STATE_ENV, "{}"))
+    if state.get("venv"):
+        set_venv(Path(state["venv"]))
     names = selected_servers(args)
     scen_names = (
         [s.strip() for s in args.scenarios.split(",")] if args.scenarios else list(SCENARIOS)
@@ -1322,9 +1510,16 @@ def stage2(args: argparse.Namespace) -> None:
 
     out_dir = Path(args.output_dir) if args.output_dir else (WORK / "quick" if args.quick else HERE)
     out_dir.mkdir(parents=True, exist_ok=True)
-    suffix = "-pypy" if args.pypy else ""
+    suffix = ("-pypy" if args.pypy else "") + (
+        f"-{state['python_label']}" if state.get("python_label") else ""
+    )
 
+    defaults_scen = defaults_scenarios(args)
+    plan = {
+        n: [s for s in servers if not s.defaults or n in defaults_scen] for n in scen_names
+    }
     meta = collect_meta(args, state, servers, names, opts, scen_names)
+    meta["settings"]["defaults_scenarios"] = sorted(defaults_scen)
     results: dict = {"meta": meta, "scenarios": {}, "skipped": skipped}
 
     per_run = {
@@ -1333,27 +1528,30 @@ def stage2(args: argparse.Namespace) -> None:
         else 8 + opts.idle_settle
         for n in scen_names
     }
-    eta = sum(per_run.values()) * len(servers) * args.rounds
-    n_pypy_wrk = sum(1 for s in servers if s.pypy) * sum(
-        1 for n in scen_names if SCENARIOS[n]["kind"] == "wrk"
+    eta = sum(per_run[n] * len(plan[n]) for n in scen_names) * args.rounds
+    n_pypy_wrk = sum(
+        1 for n in scen_names if SCENARIOS[n]["kind"] == "wrk" for s in plan[n] if s.pypy
     )
     eta += n_pypy_wrk * args.rounds * max(0.0, opts.pypy_warmup - opts.warmup)
+    total = sum(len(plan[n]) for n in scen_names) * args.rounds
     log(
-        f"== {len(servers)} server(s) x {len(scen_names)} scenario(s) x {args.rounds} round(s); "
-        f"estimated {eta / 60:.1f} min"
+        f"== {len(servers)} server(s), {len(scen_names)} scenario(s), {args.rounds} round(s): "
+        f"{total} measurements; estimated {eta / 60:.1f} min"
     )
     if not servers:
         warn("no runnable server: nothing to measure")
 
-    total = len(servers) * len(scen_names) * args.rounds
+    if any(s.base == FLOOR for s in servers):
+        results["python_floor"] = measure_python_floor(scen_names, args, pin)
+
     step = 0
     started = time.monotonic()
     try:
         for name in scen_names:
             spec = SCENARIOS[name]
-            per_server: dict[str, list[dict]] = {s.name: [] for s in servers}
+            per_server: dict[str, list[dict]] = {s.name: [] for s in plan[name]}
             for r in range(args.rounds):
-                for srv in servers:
+                for srv in plan[name]:
                     if srv.name in skipped:
                         continue
                     step += 1
@@ -1382,6 +1580,9 @@ def stage2(args: argparse.Namespace) -> None:
                 "servers": {n: summarize(name, rs) for n, rs in per_server.items() if rs},
             }
             add_ratios(name, results["scenarios"][name])
+            floor = floor_entry(results, name)
+            if floor:
+                results["scenarios"][name]["floor"] = floor
             write_json(results, WORK / "partial-results.json")
     except KeyboardInterrupt:
         warn("interrupted: writing partial results")
@@ -1402,6 +1603,90 @@ def stage2(args: argparse.Namespace) -> None:
         f"== done in {results['meta']['elapsed_seconds'] / 60:.1f} min: "
         f"{rel(md_path)}, {rel(json_path)}" + (f", {rel(png_path)}" if chart_ok else "")
     )
+
+
+def defaults_scenarios(args: argparse.Namespace) -> set[str]:
+    """The scenarios the -defaults servers run in."""
+    if not args.defaults_scenarios:
+        return set(DEFAULTS_SCENARIOS)
+    if args.defaults_scenarios.strip() == "all":
+        return set(SCENARIOS)
+    names = {s.strip() for s in args.defaults_scenarios.split(",") if s.strip()}
+    bad = sorted(names - set(SCENARIOS))
+    if bad:
+        raise SystemExit(f"unknown --defaults-scenarios {bad}; choose from {', '.join(SCENARIOS)}")
+    return names
+
+
+def measure_python_floor(scen_names: list[str], args: argparse.Namespace, pin: bool) -> dict:
+    """benchmarks/python_floor.py with the venv's interpreter (the one ferrocorn runs on),
+    pinned to the servers' CPU: the bare Python CPU µs of each scenario's request."""
+    wanted = [n for n in scen_names if SCENARIOS[n]["kind"] == "wrk"]
+    if not wanted:
+        return {}
+    cmd = [
+        str(venv_python(VENV)),
+        str(PYTHON_FLOOR),
+        "--json",
+        "--scenarios",
+        ",".join(wanted),
+        "--seconds",
+        str(args.python_floor_seconds),
+    ]
+    if pin:
+        cmd = ["taskset", "-c", SERVER_CPU, *cmd]
+    log(f"== Python floor: {shlex.join(cmd)}")
+    env = dict(os.environ)
+    env.pop(STAGE_ENV, None)
+    env.pop(STATE_ENV, None)
+    try:
+        proc = subprocess.run(
+            cmd, capture_output=True, text=True, cwd=REPO, env=env, timeout=60 + 30 * len(wanted)
+        )
+        out = json.loads(proc.stdout)
+    except (OSError, subprocess.SubprocessError, ValueError) as exc:
+        warn(f"python_floor.py failed: {exc}")
+        return {"error": str(exc)}
+    out["command"] = shlex.join(
+        a[len(str(REPO)) + 1 :] if a.startswith(str(REPO) + "/") else a for a in cmd
+    )
+    for name, r in out.get("scenarios", {}).items():
+        if r.get("status") == "ok":
+            log(
+                f"   {name}: {r['cpu_us_per_req']:.2f} CPU µs/req "
+                f"(scope {r['scope_us_per_req']:.2f} + app {r['app_us_per_req']:.2f})"
+            )
+        else:
+            log(f"   {name}: n/a ({r.get('reason')})")
+    return out
+
+
+def floor_entry(results: dict, name: str) -> dict | None:
+    """The floor of one scenario: the hyper floor server's CPU µs/req from this run plus the
+    Python floor's; ferrocorn's CPU µs/req and its ratio to it. None without both parts."""
+    scen = results["scenarios"].get(name, {})
+    hyper = scen.get("servers", {}).get(FLOOR)
+    py = results.get("python_floor", {}).get("scenarios", {}).get(name)
+    if not hyper or hyper.get("status") != "ok" or not py or py.get("status") != "ok":
+        return None
+    hyper_us = hyper["median"].get("cpu_us_per_req")
+    if hyper_us is None:
+        return None
+    entry = {
+        "hyper_cpu_us_per_req": hyper_us,
+        "python_cpu_us_per_req": py["cpu_us_per_req"],
+        "python_scope_us_per_req": py["scope_us_per_req"],
+        "python_app_us_per_req": py["app_us_per_req"],
+        "floor_cpu_us_per_req": hyper_us + py["cpu_us_per_req"],
+        "ratios": {},
+    }
+    for sname, e in scen["servers"].items():
+        if sname == FLOOR or e.get("status") != "ok":
+            continue
+        cpu = e["median"].get("cpu_us_per_req")
+        if cpu is not None:
+            entry["ratios"][sname] = cpu / entry["floor_cpu_us_per_req"]
+    return entry
 
 
 def describe(name: str, res: dict) -> str:
@@ -1474,6 +1759,14 @@ def collect_meta(args, state, servers: list[Server], names, opts, scen_names) ->
     except (OSError, ValueError, IndexError):
         pass
     versions = {s.name: s.versions() for s in servers}
+    py_info = capture(
+        [
+            venv_python(VENV),
+            "-c",
+            "import platform, sys; print(platform.python_implementation(), "
+            "platform.python_version(), sys.base_prefix)",
+        ]
+    ).split(" ", 2)
     return {
         "date": _dt.datetime.now().astimezone().isoformat(timespec="seconds"),
         "command": state.get("cmdline", "python " + shlex.join(sys.argv)),
@@ -1489,6 +1782,13 @@ def collect_meta(args, state, servers: list[Server], names, opts, scen_names) ->
         if shutil.which("wrk")
         else "?",
         "ferrocorn_git": git_revision(),
+        # The CPython the suite ran on (servers, apps and the Python floor alike).
+        "python": {
+            "version": " ".join(py_info[:2]),
+            "home": py_info[2] if len(py_info) > 2 else "?",
+            "venv": rel(VENV),
+            "label": state.get("python_label") or "default",
+        },
         "build": state.get("build", {}),
         "versions": versions,
         "server_notes": {s.name: s.notes for s in servers if s.notes},
@@ -1510,6 +1810,7 @@ def collect_meta(args, state, servers: list[Server], names, opts, scen_names) ->
             "client_cpu": CLIENT_CPU if opts.pin else None,
             "nofile": opts.nofile,
             "granian_tuning": GRANIAN_TUNING,
+            "h2corn_tuning": H2CORN_TUNING,
         },
     }
 
@@ -1881,7 +2182,8 @@ def write_chart(results: dict, path: Path) -> bool:
 
 def parse_args(argv: list[str]) -> argparse.Namespace:
     p = argparse.ArgumentParser(
-        description="Benchmark ferrocorn against granian and uvicorn (see benchmarks/README.md)."
+        description="Benchmark ferrocorn against granian, uvicorn and h2corn "
+        "(see benchmarks/README.md)."
     )
     p.add_argument(
         "--servers",
@@ -1896,6 +2198,24 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         action="store_true",
         help="PyPy suite: ferrocorn and uvicorn under pypy3 (granian and ferrocorn on CPython "
         "as references); writes RESULTS-pypy.md / results-pypy.{json,png}",
+    )
+    p.add_argument(
+        "--python",
+        metavar="PATH",
+        help="run the CPython suite on this interpreter (e.g. a python3.13): its own venv "
+        "benchmarks/.venv-cpXY with the same pins, ferrocorn built for it; results get a "
+        "-cpXY suffix (RESULTS-cp313.md ...). Default: the interpreter running this script",
+    )
+    p.add_argument(
+        "--defaults-scenarios",
+        metavar="LIST",
+        help="scenarios the -defaults servers run in, comma-separated, or 'all' "
+        f"(default {','.join(DEFAULTS_SCENARIOS)})",
+    )
+    p.add_argument(
+        "--python-floor-seconds",
+        type=float,
+        help="CPU seconds per repetition of python_floor.py (default 0.5; 0.2 with --quick)",
     )
     p.add_argument(
         "--quick",
@@ -1973,7 +2293,11 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         args.warmup = 1.0 if args.warmup is None else args.warmup
         args.rounds = 1 if args.rounds is None else args.rounds
         args.pypy_warmup = 3.0 if args.pypy_warmup is None else args.pypy_warmup
+        if args.python_floor_seconds is None:
+            args.python_floor_seconds = 0.2
     args.pypy_warmup = 10.0 if args.pypy_warmup is None else args.pypy_warmup
+    if args.python_floor_seconds is None:
+        args.python_floor_seconds = 0.5
     args.duration = 10.0 if args.duration is None else args.duration
     args.warmup = 3.0 if args.warmup is None else args.warmup
     args.rounds = 3 if args.rounds is None else args.rounds

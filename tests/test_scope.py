@@ -50,15 +50,16 @@ def test_basic_keys_and_constants(client):
 
 
 def test_extensions_always_present(client, server):
-    """``extensions`` is in every scope, an empty dict when nothing is advertised: cleartext
-    HTTP/1.1 has neither trailers (HTTP/2 only) nor TLS."""
+    """``extensions`` is in every scope, holding what works on the connection: cleartext
+    HTTP/1.1 has neither trailers (HTTP/2 only) nor TLS, only pathsend."""
     scope = get_scope(client)
     assert "extensions" in scope["keys"]
-    assert scope["extensions"] == {}
+    assert scope["extensions"] == {"http.response.pathsend": {}}
     # HTTP/1.0 too.
     with RawConnection(server.port) as conn:
         conn.send(request_bytes("GET", "/scope", version="HTTP/1.0"))
-        assert json.loads(conn.read_response().body)["extensions"] == {}
+        extensions = json.loads(conn.read_response().body)["extensions"]
+        assert extensions == {"http.response.pathsend": {}}
 
 
 def test_http_version_1_0(server):

@@ -188,6 +188,37 @@ pub(crate) fn parse_response_body(message: &Bound<'_, PyDict>) -> PyResult<(Byte
     Ok((body, more_body))
 }
 
+/// `path` of `http.response.pathsend`: a str (or an `os.PathLike` giving one).
+pub(crate) fn parse_pathsend(message: &Bound<'_, PyDict>) -> PyResult<std::path::PathBuf> {
+    let py = message.py();
+    let Some(value) = message.get_item(intern!(py, "path"))? else {
+        return Err(PyValueError::new_err(
+            "'http.response.pathsend' message is missing the required 'path' key",
+        ));
+    };
+    let text = if let Ok(text) = value.downcast::<PyString>() {
+        text.to_str()?.to_owned()
+    } else if let Ok(fspath) = value.call_method0(intern!(py, "__fspath__")) {
+        match fspath.downcast::<PyString>() {
+            Ok(text) => text.to_str()?.to_owned(),
+            Err(_) => {
+                return Err(PyTypeError::new_err(
+                    "'path' must be a str (its __fspath__() returned another type)",
+                ))
+            }
+        }
+    } else {
+        return Err(PyTypeError::new_err(format!(
+            "'path' must be a str, got {}",
+            type_name(&value)
+        )));
+    };
+    if text.contains('\0') {
+        return Err(PyValueError::new_err("'path' contains a NUL character"));
+    }
+    Ok(std::path::PathBuf::from(text))
+}
+
 pub(crate) fn body_bytes(obj: &Bound<'_, PyAny>, key: &str) -> PyResult<Bytes> {
     if let Ok(b) = obj.downcast::<PyBytes>() {
         // Copied, not shared: a shared buffer would keep its `bytes` object until an I/O

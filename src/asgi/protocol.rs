@@ -12,7 +12,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use http::{HeaderMap, Method, StatusCode, Uri, Version};
-use pyo3::exceptions::{PyRuntimeError, PyValueError};
+use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict};
@@ -21,7 +21,7 @@ use tokio::sync::mpsc::error::TryRecvError;
 use crate::asgi::access::{self, version_text, CallAccess};
 use crate::asgi::loop_ctx::LoopCtx;
 use crate::asgi::messages::{
-    as_dict, body_bytes, message_type, parse_response_body, parse_response_start,
+    as_dict, body_bytes, message_type, parse_pathsend, parse_response_body, parse_response_start,
     parse_response_trailers, parse_trailers_flag,
 };
 use crate::asgi::response::{Action, End, Fault, HeadBody};
@@ -29,6 +29,7 @@ use crate::asgi::waiters::{self, client_disconnected, Channel};
 use crate::bridge::body::{BodyTx, InChunk, OutChunk, ResponseBody};
 use crate::bridge::budget::RoomWaiter;
 use crate::bridge::exchange::CloseGuard;
+use crate::bridge::file_body::{FileSource, OpenError};
 use crate::bridge::http_state::{
     DeferredMessage, DeferredSend, HttpCloseGuard, HttpExchange, HttpState, RequestBody,
 };
@@ -77,6 +78,35 @@ fn fault_error(fault: Fault) -> PyErr {
         }
         _ => PyRuntimeError::new_err(fault.to_string()),
     }
+}
+
+/// The file of `http.response.pathsend`, opened now so that `send()` raises before anything
+/// went out: the OSError subclass of the failure (FileNotFoundError, PermissionError,
+/// IsADirectoryError...) naming the path, or ValueError for a relative path or a file that
+/// is not a regular one.
+fn open_file(path: &std::path::Path) -> PyResult<FileSource> {
+    FileSource::open(path).map_err(|err| match err {
+        OpenError::NotAbsolute => PyValueError::new_err(format!(
+            "'path' of 'http.response.pathsend' must be absolute, got {:?}",
+            path.display().to_string()
+        )),
+        OpenError::NotAFile => match std::fs::metadata(path) {
+            Ok(meta) if meta.is_dir() => PyOSError::new_err((
+                libc::EISDIR,
+                "Is a directory (http.response.pathsend)",
+                path.display().to_string(),
+            )),
+            _ => PyValueError::new_err(format!(
+                "'path' of 'http.response.pathsend' is not a regular file: {:?}",
+                path.display().to_string()
+            )),
+        },
+        OpenError::Io(io) => PyOSError::new_err((
+            io.raw_os_error().unwrap_or(libc::EIO),
+            format!("{io} (http.response.pathsend)"),
+            path.display().to_string(),
+        )),
+    })
 }
 
 /// What `receive()` has for the app right now.
@@ -276,9 +306,16 @@ impl HttpProtocol {
                 let (headers, more_trailers) = parse_response_trailers(message)?;
                 this.send_trailers(py, &mut st, headers, more_trailers)
             }
+            "http.response.pathsend" => {
+                let path = parse_pathsend(message)?;
+                let file = open_file(&path)?;
+                let action = st.response_file(file).map_err(fault_error)?;
+                this.perform(py, &mut st, action)
+            }
             other => Err(PyValueError::new_err(format!(
                 "Unexpected ASGI message type {other:?} for an HTTP request (expected \
-                 'http.response.start', 'http.response.body' or 'http.response.trailers')"
+                 'http.response.start', 'http.response.body', 'http.response.trailers' or \
+                 'http.response.pathsend')"
             ))),
         }
     }
@@ -364,6 +401,7 @@ impl HttpProtocol {
                     HeadBody::Empty => ResponseBody::empty(self.guard()),
                     HeadBody::Full(data) => ResponseBody::full(data, self.guard()),
                     HeadBody::Stream(rx) => ResponseBody::stream(rx, self.guard()),
+                    HeadBody::File(file) => ResponseBody::file(file, self.guard()),
                 };
                 let response = build_response(&self.ctx.config, status, headers, body);
                 if tx.send(response).is_err() {

@@ -13,6 +13,7 @@
 use std::fmt;
 
 use crate::bridge::body::{BodyRx, BodyTx, OutChunk};
+use crate::bridge::file_body::FileSource;
 use crate::bridge::http_state::{HttpState, ResponsePhase, ResponseSender};
 use bytes::Bytes;
 use http::header::CONTENT_LENGTH;
@@ -43,6 +44,9 @@ pub(crate) enum Fault {
     BodyNotComplete,
     /// `http.response.body` after the last one, while the promised trailers are due.
     BodyAlreadyComplete,
+    /// `http.response.pathsend` after body messages (it must be the whole body), or before
+    /// `http.response.start`.
+    FileNotWholeBody,
     /// The client is gone, or the response is already complete (`ClientDisconnected`).
     Disconnected,
 }
@@ -90,6 +94,10 @@ impl fmt::Display for Fault {
                 "Unexpected ASGI message 'http.response.body': the body is complete, expected \
                  'http.response.trailers'",
             ),
+            Fault::FileNotWholeBody => f.write_str(
+                "Unexpected ASGI message 'http.response.pathsend': it must come right after \
+                 'http.response.start', as the whole body",
+            ),
             Fault::Disconnected => {
                 f.write_str("the client disconnected or the response is already complete")
             }
@@ -106,6 +114,8 @@ pub(crate) enum HeadBody {
     /// More follows (or trailers will end it): chunks come through the channel, the first
     /// one already queued.
     Stream(BodyRx),
+    /// `http.response.pathsend`: the file, read as hyper sends it.
+    File(FileSource),
 }
 
 /// What `HttpProtocol` must do after a transition.
@@ -266,6 +276,65 @@ impl HttpState {
                     ResponsePhase::Idle(_) => Fault::BodyBeforeStart,
                     ResponsePhase::Trailers { .. } => Fault::BodyAlreadyComplete,
                     _ => Fault::Disconnected,
+                };
+                self.response = other;
+                Err(fault)
+            }
+        }
+    }
+
+    /// `http.response.pathsend` (the file opened and measured): the whole body, right after
+    /// the start. Its size becomes the Content-Length, or must match the app's; HEAD, 204
+    /// and 304 send none of it. Promised trailers cannot follow a file: they are dropped, as
+    /// on HTTP/1.x.
+    pub(crate) fn response_file(&mut self, file: FileSource) -> Result<Action, Fault> {
+        match std::mem::replace(&mut self.response, ResponsePhase::Closed) {
+            ResponsePhase::Held {
+                tx,
+                status,
+                mut headers,
+            } => {
+                let size = file.len();
+                if let Some(declared) = self.declared_length {
+                    if declared != size {
+                        // Nothing went out yet: the failure can still become a clean 500.
+                        self.response = ResponsePhase::Held {
+                            tx,
+                            status,
+                            headers,
+                        };
+                        return Err(Fault::LengthMismatch {
+                            declared,
+                            sent: size,
+                            more_body: false,
+                        });
+                    }
+                }
+                self.status = status.as_u16();
+                let no_body = self.is_head
+                    || status == StatusCode::NO_CONTENT
+                    || status == StatusCode::NOT_MODIFIED;
+                if self.declared_length.is_none() && status != StatusCode::NO_CONTENT {
+                    headers.insert(CONTENT_LENGTH, HeaderValue::from(size));
+                }
+                let body = if no_body {
+                    HeadBody::Empty
+                } else {
+                    self.bytes_sent += size;
+                    HeadBody::File(file)
+                };
+                self.response = self.after_last_body(None);
+                Ok(Action::Respond {
+                    tx,
+                    status,
+                    headers,
+                    body,
+                })
+            }
+            other => {
+                let fault = match other {
+                    ResponsePhase::Complete | ResponsePhase::Closed => Fault::Disconnected,
+                    _ => Fault::FileNotWholeBody,
                 };
                 self.response = other;
                 Err(fault)
@@ -680,6 +749,7 @@ mod tests {
             HeadBody::Stream(rx) => rx,
             HeadBody::Empty => panic!("expected a stream, got an empty body"),
             HeadBody::Full(_) => panic!("expected a stream, got a full body"),
+            HeadBody::File(_) => panic!("expected a stream, got a file"),
         }
     }
 
@@ -1433,5 +1503,58 @@ mod tests {
         let _ = head(body(&mut st, b"a", false, H1));
         assert_eq!(end_kind(&st.app_failed(false)), "nothing");
         assert_eq!(phase(&st), "complete");
+    }
+
+    fn file_of(len: usize) -> FileSource {
+        use std::io::Write;
+        let path = std::env::temp_dir().join(format!(
+            "ferrocorn-response-file-{}-{len}",
+            std::process::id()
+        ));
+        std::fs::File::create(&path)
+            .and_then(|mut f| f.write_all(&vec![b'x'; len]))
+            .expect("a temp file");
+        let source = FileSource::open(&path).ok().expect("opens");
+        let _ = std::fs::remove_file(path);
+        source
+    }
+
+    #[test]
+    fn a_file_is_the_whole_body_with_its_length() {
+        let mut st = started(false, 200, &[], false);
+        let (status, headers, body) = head(st.response_file(file_of(1234)).expect("sent"));
+        assert_eq!(status, StatusCode::OK);
+        assert_eq!(headers.get(CONTENT_LENGTH).unwrap(), "1234");
+        assert!(matches!(body, HeadBody::File(_)));
+        assert_eq!(phase(&st), "complete");
+        assert_eq!(st.bytes_sent, 1234);
+    }
+
+    #[test]
+    fn a_file_must_match_the_declared_length_and_can_still_be_a_500() {
+        let mut st = started(false, 200, &[("content-length", "10")], false);
+        assert!(matches!(
+            st.response_file(file_of(11)),
+            Err(Fault::LengthMismatch { declared: 10, sent: 11, .. })
+        ));
+        assert_eq!(phase(&st), "held");
+    }
+
+    #[test]
+    fn head_gets_the_length_and_no_file() {
+        let mut st = started(true, 200, &[], false);
+        let (_, headers, body) = head(st.response_file(file_of(77)).expect("sent"));
+        assert_eq!(headers.get(CONTENT_LENGTH).unwrap(), "77");
+        assert!(matches!(body, HeadBody::Empty));
+        assert_eq!(phase(&st), "complete");
+    }
+
+    #[test]
+    fn a_file_after_body_messages_or_before_start_is_refused() {
+        let mut st = started(false, 200, &[], false);
+        let _ = head(body(&mut st, b"abc", true, H1));
+        assert_eq!(st.response_file(file_of(3)).err(), Some(Fault::FileNotWholeBody));
+        let mut idle = exchange(false);
+        assert_eq!(idle.response_file(file_of(3)).err(), Some(Fault::FileNotWholeBody));
     }
 }

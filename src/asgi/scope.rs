@@ -115,6 +115,7 @@ impl ScopeFactory {
         // this connection. Trailers are advertised only where they reach the client: HTTP/1.x
         // would need `TE: trailers` and a `Trailer` header, and hyper drops them otherwise.
         let extensions = PyDict::new(py);
+        extensions.set_item(intern!(py, "http.response.pathsend"), PyDict::new(py))?;
         if head.version == Version::HTTP_2 {
             extensions.set_item(intern!(py, "http.response.trailers"), PyDict::new(py))?;
         }

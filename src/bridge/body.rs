@@ -11,6 +11,7 @@ use tokio::sync::mpsc::{self, error::TryRecvError};
 
 use crate::bridge::budget::Budgets;
 use crate::bridge::exchange::CloseGuard;
+use crate::bridge::file_body::{FileBody, FileSource};
 use crate::bridge::http_state::HttpState;
 use crate::config::ServerConfig;
 use crate::http::body_reader::BodyError;
@@ -195,7 +196,12 @@ impl BodyTx {
 enum Kind {
     Empty,
     Full(Option<Bytes>),
-    Stream { rx: BodyRx, finished: bool },
+    Stream {
+        rx: BodyRx,
+        finished: bool,
+    },
+    /// `http.response.pathsend`: read as hyper asks (bridge/file_body.rs).
+    File(FileBody),
 }
 
 /// The body hyper writes. A stream whose sender goes away without `Last` yields an error,
@@ -235,6 +241,13 @@ impl ResponseBody {
         }
     }
 
+    pub(crate) fn file(source: FileSource, guard: Option<CloseGuard<HttpState>>) -> Self {
+        ResponseBody {
+            kind: Kind::File(FileBody::new(source)),
+            _guard: guard,
+        }
+    }
+
     pub(crate) fn stream(rx: BodyRx, guard: Option<CloseGuard<HttpState>>) -> Self {
         ResponseBody {
             kind: Kind::Stream {
@@ -253,9 +266,10 @@ impl ResponseBody {
         error_response(config, status).map(|text| ResponseBody::full(text, None))
     }
 
-    /// Streamed from the app (chunks arrive over time), as opposed to one known body.
+    /// Streamed (chunks arrive over time: from the app, or read from a file), as opposed to
+    /// one known body.
     pub(crate) fn is_streaming(&self) -> bool {
-        matches!(self.kind, Kind::Stream { .. })
+        matches!(self.kind, Kind::Stream { .. } | Kind::File(_))
     }
 }
 
@@ -299,6 +313,9 @@ impl Body for ResponseBody {
                     Poll::Pending => Poll::Pending,
                 };
             },
+            Kind::File(file) => file
+                .poll_chunk(cx)
+                .map(|chunk| chunk.map(|c| c.map(Frame::data).map_err(|_| BodyAborted))),
         }
     }
 
@@ -307,6 +324,7 @@ impl Body for ResponseBody {
             Kind::Empty => true,
             Kind::Full(data) => data.is_none(),
             Kind::Stream { finished, .. } => *finished,
+            Kind::File(file) => file.is_end(),
         }
     }
 
@@ -316,6 +334,7 @@ impl Body for ResponseBody {
             Kind::Full(Some(data)) => SizeHint::with_exact(data.len() as u64),
             Kind::Full(None) => SizeHint::with_exact(0),
             Kind::Stream { .. } => SizeHint::default(),
+            Kind::File(file) => SizeHint::with_exact(file.remaining()),
         }
     }
 }

@@ -1,0 +1,360 @@
+#!/usr/bin/env python3
+"""The Python part of the benchmark suite's floor: the bare Python work of one request.
+
+For each scenario of `run.py` this builds, per request, an ASGI `http` scope equivalent to the
+one ferrocorn builds for the request wrk sends (src/asgi/scope.rs: a copy of a template dict,
+then http_version, method, a fresh `extensions` dict, the decoded path, raw_path,
+query_string, the header list of (name, value) tuples with fresh value bytes, client, server,
+and a shallow copy of the lifespan state), and runs the benchmark app's coroutine
+`app(scope, receive, send)` to completion with pre-completed awaitables: `receive()` returns an
+already-done future holding the request message, `send(message)` returns an already-done
+future. No event loop runs: the coroutine is driven with `.send(None)` until StopIteration
+(it never yields, since every await is already complete). Both callables are C-level
+(`itertools.repeat(...).__next__` and `functools.partial(next, ...)`), so the measurement
+holds nothing but the scope and the app.
+
+The figure is CPU time (`time.process_time()`) over N requests: CPU µs per request, the
+median of several repetitions. The scope part is also measured alone, so the report shows
+both. Scenarios whose app needs a running event loop (`sleep`: asyncio.sleep) and the
+idle-connection scenario have no figure here.
+
+    python benchmarks/python_floor.py                   # every scenario, human-readable
+    python benchmarks/python_floor.py --scenarios plaintext,json --json
+    python benchmarks/python_floor.py --check           # print each scenario's response
+
+`run.py` runs it with the interpreter of the venv under test, pinned to the servers' CPU,
+when the `floor` server is selected, and adds the hyper floor server's CPU µs/request.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import functools
+import gc
+import importlib
+import itertools
+import json
+import platform
+import statistics
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parent
+if str(REPO) not in sys.path:
+    sys.path.insert(0, str(REPO))
+
+from benchmarks.run import APP_TARGET, SCENARIOS  # noqa: E402  (needs REPO on sys.path)
+
+# What the scope says about the connection: wrk connects to 127.0.0.1 (run.py's servers
+# listen there); the ports are any fixed pair.
+CLIENT = ("127.0.0.1", 51234)
+SERVER = ("127.0.0.1", 8000)
+SERVER_HOST_HEADER = b"127.0.0.1:8000"
+
+_NOT_RUNNABLE = {
+    "idle": "no request load to mirror (idle connections)",
+}
+
+
+def request_head(spec: dict) -> tuple[str, bytes, list[tuple[bytes, bytes]], bytes]:
+    """The method, request target, headers and body of the request wrk sends (run.py's Lua:
+    wrk's Host header, then Accept and Connection; for POST the Content-Type and the
+    Content-Length wrk adds)."""
+    method = "POST" if spec.get("post_bytes") else "GET"
+    headers = [
+        (b"host", SERVER_HOST_HEADER),
+        (b"accept", spec["accept"].encode()),
+        (b"connection", b"keep-alive"),
+    ]
+    body = b""
+    if spec.get("post_bytes"):
+        body = b"e" * spec["post_bytes"]
+        headers += [
+            (b"content-type", b"application/octet-stream"),
+            (b"content-length", str(len(body)).encode()),
+        ]
+    return method, spec["path"].encode(), headers, body
+
+
+def make_scope_builder(spec: dict, state: dict | None):
+    """A function that builds a fresh scope per call, as ferrocorn does for this request."""
+    method, target, headers, _body = request_head(spec)
+    # The bytes a server reads off the socket; fresh value bytes are cut out of it per
+    # request, as ferrocorn makes fresh PyBytes from hyper's parsed head.
+    raw_path_end = target.find(b"?")
+    raw_path_end = len(target) if raw_path_end < 0 else raw_path_end
+    lines = [target] + [v for _, v in headers]
+    raw = b"\n".join(lines) + b"\n"
+    spans, pos = [], 0
+    for line in lines:
+        spans.append((pos, pos + len(line)))
+        pos += len(line) + 1
+    (t0, _t1), value_spans = spans[0], spans[1:]
+    path_span = (t0, t0 + raw_path_end)
+    query_span = (t0 + raw_path_end + 1, t0 + len(target)) if raw_path_end < len(target) else None
+    names = [n for n, _ in headers]  # ferrocorn caches header-name bytes: the same objects
+    header_spans = list(zip(names, value_spans))
+    template = {
+        "type": "http",
+        "asgi": {"version": "3.0", "spec_version": "2.5"},
+        "http_version": None,
+        "scheme": "http",
+        "method": None,
+        "path": None,
+        "raw_path": None,
+        "query_string": None,
+        "root_path": "",
+        "headers": None,
+        "client": None,
+        "server": None,
+        "extensions": None,
+    }
+    if state is not None:
+        template["state"] = None
+    client_host, client_port = CLIENT
+    server_host, server_port = SERVER
+
+    def build() -> dict:
+        scope = template.copy()
+        scope["http_version"] = "1.1"
+        scope["method"] = method
+        scope["extensions"] = {}
+        raw_path = raw[path_span[0] : path_span[1]]
+        scope["path"] = raw_path.decode("utf-8", "replace")  # no %-escapes in these paths
+        scope["raw_path"] = raw_path
+        scope["query_string"] = raw[query_span[0] : query_span[1]] if query_span else b""
+        scope["headers"] = [(name, raw[a:b]) for name, (a, b) in header_spans]
+        scope["client"] = (client_host, client_port)
+        scope["server"] = (server_host, server_port)
+        if state is not None:
+            scope["state"] = state.copy()
+        return scope
+
+    return build
+
+
+def load_app(target: str):
+    module, _, attr = target.partition(":")
+    return getattr(importlib.import_module(module), attr)
+
+
+def lifespan_state(app) -> dict | None:
+    """Run the app's lifespan startup as a server would; the state dict ferrocorn then copies
+    into every scope (None if the app does not support lifespan)."""
+    state: dict = {}
+    scope = {"type": "lifespan", "asgi": {"version": "3.0", "spec_version": "2.5"}}
+    scope["state"] = state
+    started = asyncio.Event()
+    stop = asyncio.Event()
+    failed: list = []
+
+    async def receive():
+        if not started.is_set():
+            return {"type": "lifespan.startup"}
+        await stop.wait()
+        return {"type": "lifespan.shutdown"}
+
+    async def send(message):
+        if message["type"] == "lifespan.startup.complete":
+            started.set()
+        elif message["type"] == "lifespan.startup.failed":
+            failed.append(message)
+            started.set()
+
+    async def main():
+        task = asyncio.ensure_future(app(scope, receive, send))
+        waiter = asyncio.ensure_future(started.wait())
+        await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)
+        if not started.is_set() or failed:
+            waiter.cancel()
+            return False
+        stop.set()
+        await asyncio.wait_for(task, 5)
+        return True
+
+    try:
+        ok = asyncio.run(main())
+    except Exception:  # noqa: BLE001 -- an app without lifespan support raises
+        ok = False
+    return state if ok else None
+
+
+class _Loopless:
+    """Pre-completed awaitables for receive() and send(), and the coroutine driver."""
+
+    def __init__(self, request_message: dict):
+        self.loop = asyncio.new_event_loop()  # only to own the futures; never run
+        self.received = self.loop.create_future()
+        self.received.set_result(request_message)
+        self.sent = self.loop.create_future()
+        self.sent.set_result(None)
+        # A done future can be awaited any number of times; it returns its result at once.
+        self.receive = itertools.repeat(self.received).__next__
+        self.send = functools.partial(next, itertools.repeat(self.sent))
+
+    def close(self) -> None:
+        self.loop.close()
+
+
+def check_response(app, build, request_message: dict) -> dict:
+    """One request with a recording send(): the response the app produced, so a broken
+    scenario (an app that needs a running loop, a 404) is caught before timing it."""
+    sent: list[dict] = []
+    loopless = _Loopless(request_message)
+
+    def send(message):
+        sent.append(message)
+        return loopless.sent
+
+    try:
+        coro = app(build(), loopless.receive, send)
+        try:
+            yielded = coro.send(None)
+        except StopIteration:
+            pass
+        else:
+            coro.close()
+            raise RuntimeError(f"the app awaited something not complete ({yielded!r})")
+    finally:
+        loopless.close()
+    start = next((m for m in sent if m["type"] == "http.response.start"), None)
+    if start is None:
+        raise RuntimeError("the app sent no http.response.start")
+    body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
+    return {
+        "status": start["status"],
+        "headers": [(k.decode("latin-1"), v.decode("latin-1")) for k, v in start["headers"]],
+        "body_bytes": len(body),
+        "body_head": body[:120].decode("latin-1"),
+        "messages": len(sent),
+    }
+
+
+def time_loop(fn, n: int) -> float:
+    """CPU seconds for n calls of fn (process CPU time: user + system)."""
+    t0 = time.process_time()
+    for _ in itertools.repeat(None, n):
+        fn()
+    return time.process_time() - t0
+
+
+def measure_scenario(name: str, seconds: float, repeats: int) -> dict:
+    spec = SCENARIOS[name]
+    if spec["kind"] in _NOT_RUNNABLE:
+        return {"status": "n/a", "reason": _NOT_RUNNABLE[spec["kind"]]}
+    target = spec.get("app", APP_TARGET)
+    try:
+        app = load_app(target)
+    except ImportError as exc:
+        return {"status": "n/a", "reason": f"cannot import {target}: {exc}"}
+    state = lifespan_state(app)
+    build = make_scope_builder(spec, state)
+    _method, _target, _headers, body = request_head(spec)
+    request_message = {"type": "http.request", "body": body, "more_body": False}
+    try:
+        response = check_response(app, build, request_message)
+    except Exception as exc:  # noqa: BLE001 -- reported, not raised
+        return {
+            "status": "n/a",
+            "reason": f"cannot run without an event loop: {type(exc).__name__}: {exc}",
+            "app": target,
+        }
+    if response["status"] >= 400:
+        return {"status": "n/a", "reason": f"the app answered {response['status']}"}
+
+    loopless = _Loopless(request_message)
+    receive, send = loopless.receive, loopless.send
+
+    def one_request() -> None:
+        coro = app(build(), receive, send)
+        try:
+            coro.send(None)
+        except StopIteration:
+            return
+        coro.close()
+        raise RuntimeError("the app yielded: it needs an event loop")
+
+    try:
+        # Calibrate: enough iterations for `seconds` of CPU per repetition.
+        n = 1000
+        while True:
+            spent = time_loop(one_request, n)
+            if spent >= 0.05 or n >= 10_000_000:
+                break
+            n *= 4
+        n = max(1000, int(n * seconds / max(spent, 1e-6)))
+        total = [time_loop(one_request, n) * 1e6 / n for _ in range(repeats)]
+        scope_only = [time_loop(build, n) * 1e6 / n for _ in range(repeats)]
+    finally:
+        loopless.close()
+    total_us = statistics.median(total)
+    scope_us = statistics.median(scope_only)
+    return {
+        "status": "ok",
+        "app": target,
+        "request": f"{_method} {spec['path']}",
+        "iterations": n,
+        "repeats": repeats,
+        "cpu_us_per_req": total_us,
+        "scope_us_per_req": scope_us,
+        "app_us_per_req": max(0.0, total_us - scope_us),
+        "rounds_us": [round(x, 4) for x in total],
+        "scope_rounds_us": [round(x, 4) for x in scope_only],
+        "response": response,
+    }
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p.add_argument("--scenarios", help="comma-separated (default: every scenario of run.py)")
+    p.add_argument(
+        "--seconds",
+        type=float,
+        default=0.5,
+        help="CPU seconds per repetition (default 0.5)",
+    )
+    p.add_argument("--repeats", type=int, default=5, help="repetitions, median kept (default 5)")
+    p.add_argument("--json", action="store_true", help="print one JSON object (for run.py)")
+    p.add_argument("--check", action="store_true", help="also print each scenario's response")
+    args = p.parse_args(argv)
+    names = [s.strip() for s in args.scenarios.split(",")] if args.scenarios else list(SCENARIOS)
+    bad = [n for n in names if n not in SCENARIOS]
+    if bad:
+        p.error(f"unknown scenario(s) {bad}; choose from {', '.join(SCENARIOS)}")
+    out = {
+        "python": f"{platform.python_implementation()} {platform.python_version()}",
+        "executable": sys.executable,
+        "gc_enabled": gc.isenabled(),
+        "seconds_per_repeat": args.seconds,
+        "scenarios": {},
+    }
+    for name in names:
+        out["scenarios"][name] = measure_scenario(name, args.seconds, max(1, args.repeats))
+    if args.json:
+        print(json.dumps(out))
+        return 0
+    print(f"Python floor on {out['python']} ({out['executable']})")
+    print("CPU µs/request: scope built as ferrocorn builds it + the app's coroutine run to the")
+    print("end with pre-completed receive/send awaitables (no event loop); median of repeats.")
+    print()
+    print(f"{'scenario':22} {'total':>8} {'scope':>8} {'app':>8}  iterations  app / request")
+    for name, r in out["scenarios"].items():
+        if r["status"] != "ok":
+            print(f"{name:22} {'n/a':>8}  {r['reason']}")
+            continue
+        print(
+            f"{name:22} {r['cpu_us_per_req']:8.2f} {r['scope_us_per_req']:8.2f} "
+            f"{r['app_us_per_req']:8.2f}  {r['iterations']:>10,}  {r['app']}  {r['request']}"
+        )
+        if args.check:
+            resp = r["response"]
+            print(f"{'':22} -> {resp['status']} {resp['headers']} {resp['body_bytes']} bytes")
+            print(f"{'':22}    {resp['body_head'][:80]!r}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
