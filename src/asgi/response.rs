@@ -1514,7 +1514,7 @@ mod tests {
         std::fs::File::create(&path)
             .and_then(|mut f| f.write_all(&vec![b'x'; len]))
             .expect("a temp file");
-        let source = FileSource::open(&path).ok().expect("opens");
+        let source = FileSource::open(&path).expect("opens");
         let _ = std::fs::remove_file(path);
         source
     }
@@ -1535,7 +1535,11 @@ mod tests {
         let mut st = started(false, 200, &[("content-length", "10")], false);
         assert!(matches!(
             st.response_file(file_of(11)),
-            Err(Fault::LengthMismatch { declared: 10, sent: 11, .. })
+            Err(Fault::LengthMismatch {
+                declared: 10,
+                sent: 11,
+                ..
+            })
         ));
         assert_eq!(phase(&st), "held");
     }
@@ -1553,8 +1557,14 @@ mod tests {
     fn a_file_after_body_messages_or_before_start_is_refused() {
         let mut st = started(false, 200, &[], false);
         let _ = head(body(&mut st, b"abc", true, H1));
-        assert_eq!(st.response_file(file_of(3)).err(), Some(Fault::FileNotWholeBody));
+        assert_eq!(
+            st.response_file(file_of(3)).err(),
+            Some(Fault::FileNotWholeBody)
+        );
         let mut idle = exchange(false);
-        assert_eq!(idle.response_file(file_of(3)).err(), Some(Fault::FileNotWholeBody));
+        assert_eq!(
+            idle.response_file(file_of(3)).err(),
+            Some(Fault::FileNotWholeBody)
+        );
     }
 }

@@ -177,7 +177,7 @@ mod tests {
             .map(|i| (i % 251) as u8)
             .collect();
         let path = temp_file(&data);
-        let source = FileSource::open(&path).ok().expect("opens");
+        let source = FileSource::open(&path).expect("opens");
         assert_eq!(source.len(), data.len() as u64);
         assert_eq!(drain(FileBody::new(source)).await, Ok(data));
         let _ = std::fs::remove_file(path);
@@ -186,7 +186,7 @@ mod tests {
     #[tokio::test]
     async fn a_file_that_shrinks_fails() {
         let path = temp_file(&[7u8; 1000]);
-        let source = FileSource::open(&path).ok().expect("opens");
+        let source = FileSource::open(&path).expect("opens");
         File::create(&path).expect("truncated");
         assert_eq!(drain(FileBody::new(source)).await, Err(()));
         let _ = std::fs::remove_file(path);
