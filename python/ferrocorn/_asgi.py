@@ -73,6 +73,7 @@ def select_runner(
     proxy: Any = None,
     metrics: Any = None,
     core_log: bool = False,
+    timeout: float | None = None,
 ) -> tuple[Any, Any]:
     """The (app, runner) pair to hand the core, for the features that are on (each app call
     runs inside the runner).
@@ -80,12 +81,22 @@ def select_runner(
     ``log_format``: a compiled ``AccessLogFormat`` or None for the default line; ``proxy``: a
     ``ProxyHeadersMiddleware`` around ``app`` or None; ``metrics``: a ``RequestMetrics`` or None;
     ``core_log``: the core writes the default access line itself (_access_fastpath.py), so
-    the runner only has the proxy rewrite's client to tell it.
+    the runner only has the proxy rewrite's client to tell it; ``timeout``: seconds after
+    which an HTTP app call is cancelled (``--timeout-request``), wrapping the chosen runner.
 
     Proxy headers run in the middleware, except when an access line is written: then the
     runner rewrites the scope itself and calls the inner app, so the line shows the forwarded
     client without the incoming scope being mutated.
     """
+    app, runner = _select(app, access_log, log_format, proxy, metrics, core_log)
+    if timeout is not None:
+        runner = _with_request_timeout(runner, timeout)
+    return app, runner
+
+
+def _select(
+    app: Any, access_log: bool, log_format: Any, proxy: Any, metrics: Any, core_log: bool
+) -> tuple[Any, Any]:
     if core_log:
         if proxy is None:
             return app, run_asgi
@@ -128,6 +139,42 @@ def _proxied_access_log_runner(rewrite: Any) -> Any:
         access_logger.info('%s - "%s %s HTTP/%s" %d', client, method, path, version, status)
 
     return run_asgi_proxied_with_access_log
+
+
+def _with_request_timeout(runner: Any, seconds: float) -> Any:
+    """``--timeout-request``: an HTTP app call still running ``seconds`` after it started
+    (its request had just arrived) is cancelled: ``CancelledError`` at the app's current
+    await, so its ``finally`` blocks run. The core answers an unanswered request with 503 and
+    ``Retry-After`` (``HttpProtocol.timed_out``), or aborts a started response. WebSocket
+    sessions are long-lived by design and exempt."""
+    current_task = asyncio.current_task
+
+    async def run_with_timeout(app: Any, scope: dict, proto: Any) -> None:
+        if scope["type"] != "http":
+            await runner(app, scope, proto)
+            return
+        task = current_task()
+        loop = asyncio.get_running_loop()
+        handle = loop.call_later(seconds, _expire, task, proto, scope, seconds)
+        try:
+            await runner(app, scope, proto)
+        finally:
+            handle.cancel()
+
+    return run_with_timeout
+
+
+def _expire(task: Any, proto: Any, scope: dict, seconds: float) -> None:
+    """The request's time is up while its app call still runs (the handle is cancelled
+    when the call ends)."""
+    proto.timed_out()
+    task.cancel()
+    error_logger.warning(
+        "Request timed out after %gs (--timeout-request); cancelled the app: %s %s",
+        seconds,
+        scope.get("method"),
+        scope.get("path"),
+    )
 
 
 def _proxied_core_log_runner(rewrite: Any) -> Any:

@@ -68,6 +68,8 @@ class HttpProtocol:
         seconds since the request arrived)."""
     def set_access_client(self, client: str) -> None:
         """The client the core's access line names (the proxy headers' rewrite); first call wins."""
+    def timed_out(self) -> None:
+        """``--timeout-request`` cancels the app: an unanswered request gets 503 + Retry-After."""
 
 @final
 class AppRun:

@@ -49,6 +49,7 @@ _SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "header",
             "timeout_keep_alive",
             "timeout_graceful_shutdown",
+            "timeout_request",
         ),
     ),
     (
@@ -269,6 +270,16 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     type=_Seconds(),
     default=_DEFAULTS["timeout_graceful_shutdown"],
     help="On shutdown, wait at most this long for requests in flight ('none': no limit).",
+)
+@_option(
+    "--timeout-request",
+    type=_Seconds(),
+    default=None,
+    help=(
+        "Cancel an HTTP app call still running this many seconds after its request arrived "
+        "(503 with Retry-After if no response started, else the response is aborted; "
+        "WebSockets are exempt). Default: no limit."
+    ),
 )
 # Limits
 @_option(

@@ -483,6 +483,7 @@ class Config:
         log_config: dict[str, Any] | str | os.PathLike[str] | None = None,
         access_log: bool = True,
         timeout_graceful_shutdown: float | None = 30.0,
+        timeout_request: float | None = None,
         timeout_keep_alive: float = 5,
         factory: bool = False,
         app_dir: str | None = "",
@@ -572,6 +573,13 @@ class Config:
             else _check_seconds("timeout_graceful_shutdown", timeout_graceful_shutdown)
         )
         self.timeout_keep_alive = _check_seconds("timeout_keep_alive", timeout_keep_alive)
+        # An HTTP app call still running this long after its request arrived is cancelled
+        # (_asgi.py `_with_request_timeout`); None: never.
+        self.timeout_request = (
+            None
+            if timeout_request is None
+            else _check_seconds("timeout_request", timeout_request, allow_zero=False)
+        )
         self.factory = bool(factory)
         self.app_dir = app_dir
         self.server_header = bool(server_header)

@@ -121,6 +121,7 @@ class Server:
             "log_format": config.compiled_access_log_format,
             "metrics": self.metrics,
             "core_log": fast_log is not None,
+            "timeout": config.timeout_request,
         }
         app, runner = select_runner(config.loaded_app, **wrapper_options)
         forwarded_app = forwarded_runner = None

@@ -11,7 +11,8 @@ use std::sync::atomic::AtomicU64;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{HeaderMap, Method, StatusCode, Uri, Version};
+use http::header::RETRY_AFTER;
+use http::{HeaderMap, HeaderValue, Method, StatusCode, Uri, Version};
 use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -450,6 +451,15 @@ impl HttpProtocol {
                 let response = error_response(&self.ctx.config, StatusCode::INTERNAL_SERVER_ERROR);
                 let _ = tx.send(response.map(|text| ResponseBody::full(text, self.guard())));
             }
+            End::SendTimedOut(tx) => {
+                let mut response =
+                    error_response(&self.ctx.config, StatusCode::SERVICE_UNAVAILABLE);
+                // The server gave up on this request, not on the client: a retry may succeed.
+                response
+                    .headers_mut()
+                    .insert(RETRY_AFTER, HeaderValue::from_static("1"));
+                let _ = tx.send(response.map(|text| ResponseBody::full(text, self.guard())));
+            }
             End::FinishBody(tx) => self.end_without_trailers(tx),
         }
     }
@@ -567,6 +577,12 @@ impl HttpProtocol {
         drop(st);
         self.log_access(py, status);
         waiters::worth_logging(py, exc)
+    }
+
+    /// `--timeout-request` is cancelling the app (python/ferrocorn/_asgi.py): if nothing
+    /// was sent, the client gets 503 with Retry-After instead of the 500 of a failure.
+    fn timed_out(&self) {
+        self.ex.state().timed_out = true;
     }
 
     /// The client the access line names (the proxy headers' rewrite of the scope); set

@@ -163,6 +163,8 @@ pub(crate) enum End {
     Nothing,
     /// Nothing went out yet: answer with the server's own 500.
     Send500(ResponseSender),
+    /// Nothing went out yet and `--timeout-request` cancelled the app: 503 + Retry-After.
+    SendTimedOut(ResponseSender),
     /// The body stream was dropped without its last chunk, which makes hyper abort the
     /// connection: the client never takes a truncated body for a whole one.
     Aborted,
@@ -583,6 +585,10 @@ impl HttpState {
                     }
                     return End::Nothing;
                 }
+                if self.timed_out {
+                    self.status = 503;
+                    return End::SendTimedOut(tx);
+                }
                 self.status = 500;
                 End::Send500(tx)
             }
@@ -774,6 +780,7 @@ mod tests {
         match end {
             End::Nothing => "nothing",
             End::Send500(_) => "500",
+            End::SendTimedOut(_) => "503",
             End::Aborted => "abort",
             End::FinishBody(_) => "finish body",
         }

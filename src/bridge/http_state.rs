@@ -101,6 +101,8 @@ pub(crate) struct HttpState {
     pub(crate) received_at: Instant,
     pub(crate) buffers: BufferLimits,
     pub(crate) deferred: Option<DeferredSend>,
+    /// `--timeout-request` cancelled the app: an unanswered request gets 503, not 500.
+    pub(crate) timed_out: bool,
 }
 
 impl HttpState {
@@ -124,6 +126,7 @@ impl HttpState {
             received_at: Instant::now(),
             buffers,
             deferred: None,
+            timed_out: false,
         }
     }
 
