@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyString};
 
 #[cfg(not(PyPy))]
 use crate::asgi::lazy_task::LazyTasks;
@@ -68,15 +68,24 @@ impl Runner {
     }
 }
 
+/// `task.set_name(name)` on a task from a custom factory. Called directly rather than
+/// through `create_task(coro, name=...)`, whose Python-level handling of the name cost each
+/// request ~1,700 instructions (callgrind). A task type without a working `set_name` keeps
+/// its own name: the request still runs, only a graceful shutdown does not wait for it.
+fn name_task(task: &Bound<'_, PyAny>, name: &Bound<'_, PyString>) {
+    let py = task.py();
+    let _ = task.call_method1(pyo3::intern!(py, "set_name"), (name,));
+}
+
 /// How a runner becomes a task: `asyncio.Task` directly (eagerly on Python 3.12+, so a
 /// handler that never waits finishes inside the drain), a lazily set-up task on CPython
 /// 3.11 (same effect, see lazy_task.rs), or a custom task factory through
 /// `loop.create_task`. (PyPy starts most requests through `pypy::Starter` instead.)
 pub(crate) enum TaskSpawner {
-    /// `loop.create_task(coro, name=...)`, when the loop has a task factory.
+    /// `loop.create_task(coro)`, when the loop has a task factory, then `task.set_name`.
     CreateTask {
         create_task: Py<PyAny>,
-        kwargs: Py<PyDict>,
+        name: Py<PyString>,
     },
     /// `asyncio.Task(coro, **kwargs)`: the loop, and `eager_start` on 3.12+.
     Task {
@@ -113,10 +122,10 @@ impl TaskSpawner {
         // µs per asyncio.Task under uvloop, timeit); it also says what the task is, and it is
         // how a graceful shutdown finds the app calls still running (server.py), so the
         // tasks of a custom factory carry it too.
-        let kwargs = PyDict::new(py);
-        kwargs.set_item("name", name)?;
         let plain = if !has_factory {
+            let kwargs = PyDict::new(py);
             kwargs.set_item("loop", event_loop)?;
+            kwargs.set_item("name", name)?;
             if eager_start {
                 kwargs.set_item("eager_start", true)?;
             }
@@ -127,7 +136,7 @@ impl TaskSpawner {
         } else {
             TaskSpawner::CreateTask {
                 create_task: event_loop.getattr("create_task")?.unbind(),
-                kwargs: kwargs.unbind(),
+                name: PyString::new(py, name).unbind(),
             }
         };
         #[cfg(not(PyPy))]
@@ -142,10 +151,11 @@ impl TaskSpawner {
 
     pub(crate) fn spawn(&self, py: Python<'_>, coro: Bound<'_, PyAny>) -> PyResult<()> {
         match self {
-            TaskSpawner::CreateTask {
-                create_task,
-                kwargs,
-            } => create_task.bind(py).call((coro,), Some(kwargs.bind(py)))?,
+            TaskSpawner::CreateTask { create_task, name } => {
+                let task = create_task.bind(py).call1((coro,))?;
+                name_task(&task, name.bind(py));
+                task
+            }
             TaskSpawner::Task { task_type, kwargs } => {
                 task_type.bind(py).call((coro,), Some(kwargs.bind(py)))?
             }
