@@ -5,8 +5,8 @@ what ran, in which process and in which order (the lifespan shutdown writes its 
 
 - ``app`` (Starlette): ``GET /bg?sleep=S`` answers at once, then its BackgroundTask sleeps S
   seconds and writes ``task-done``; ``GET /bg?gate=PATH`` waits for the file ``PATH`` to exist
-  instead. The task writes ``task-started`` first and ``task-cancelled`` if it is cancelled
-  (its ``finally``).
+  instead. The task writes ``task-started`` first and ``task-cancelled`` when it gets
+  ``CancelledError``.
 - ``GET /detach`` starts a task of its own that sleeps a minute and answers at once: not an app
   call, so shutdown does not wait for it.
 - ``ws_app`` (raw ASGI): a WebSocket that, once it has received ``websocket.disconnect``, writes
@@ -44,17 +44,15 @@ async def _wait_for_file(path):
 
 async def background_work(sleep, gate):
     mark("task-started")
-    done = False
     try:
         if gate:
             await _wait_for_file(gate)
         else:
             await asyncio.sleep(sleep)
-        done = True
-        mark("task-done")
-    finally:
-        if not done:
-            mark("task-cancelled")
+    except asyncio.CancelledError:
+        mark("task-cancelled")  # the cancellation itself, not any other error
+        raise
+    mark("task-done")
 
 
 async def bg(request):
