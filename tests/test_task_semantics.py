@@ -120,4 +120,5 @@ def test_a_custom_task_factory_is_honoured():
         for _ in range(3):
             resp = client.get("/")
             assert resp.status_code == 200, resp.text
-            assert resp.json() == {"task": "TracedTask", "after_wait": "TracedTask"}
+            expected = {"task": "TracedTask", "after_wait": "TracedTask", "name": "ferrocorn.app"}
+            assert resp.json() == expected

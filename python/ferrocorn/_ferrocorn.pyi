@@ -180,6 +180,10 @@ class Core:
     def shutdown(self) -> None:
         """Graceful: close idle connections, let in-flight requests finish, then close."""
     def active_connections(self) -> int: ...
+    def app_task_name(self) -> str:
+        """The name of the asyncio task of every app call this core starts ("ferrocorn.app"
+        for the process's first core, "ferrocorn.app-<n>" for the n-th): what a graceful
+        shutdown waits for."""
     def total_requests(self) -> int:
         """Requests received since start (for ``limit_max_requests``)."""
     def close(self) -> None:

@@ -25,6 +25,9 @@ logger = logging.getLogger("ferrocorn.error")
 
 _HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _TICK = 0.05
+# How long app calls cancelled at the graceful shutdown timeout get to finish their cleanup
+# (except/finally blocks that await) before lifespan shutdown starts.
+_CANCEL_GRACE = 1.0
 
 
 class Server:
@@ -209,22 +212,62 @@ class Server:
         core.shutdown()
         timeout = self.config.timeout_graceful_shutdown
         deadline = None if timeout is None else time.monotonic() + timeout
-        if core.active_connections():
-            logger.info("Waiting for connections to close. (CTRL+C to force quit)")
-        while core.active_connections() and not self.force_exit:
-            if deadline is not None and time.monotonic() >= deadline:
-                logger.warning(
-                    "Graceful shutdown timed out after %ss; closing %d connection(s).",
-                    timeout,
-                    core.active_connections(),
-                )
-                break
-            await asyncio.sleep(_TICK)
+        await self._drain_connections(core, deadline)
+        # Then the app's work that outlives its connection (background tasks after the
+        # response, work after a WebSocket disconnect), within the same deadline. The core
+        # keeps dispatching meanwhile: the events that end those calls' receive() or send()
+        # (a disconnect) still reach them.
+        app_calls = _AppCalls(core.app_task_name())
+        await self._wait_for_app_calls(app_calls, deadline)
         core.close()
         self._core = None
         await self._stop_metrics()
         # Give app tasks whose connections were just closed a moment to observe it.
         await asyncio.sleep(0)
+        await self._cancel_app_calls(app_calls)
+
+    async def _drain_connections(self, core: Core, deadline: float | None) -> None:
+        if core.active_connections():
+            logger.info("Waiting for connections to close. (CTRL+C to force quit)")
+        while core.active_connections() and not self.force_exit:
+            if _passed(deadline):
+                logger.warning(
+                    "Graceful shutdown timed out after %ss; closing %d connection(s).",
+                    self.config.timeout_graceful_shutdown,
+                    core.active_connections(),
+                )
+                return
+            await asyncio.sleep(_TICK)
+
+    async def _wait_for_app_calls(self, app_calls: _AppCalls, deadline: float | None) -> None:
+        """Until every app call has returned, the deadline passed or a forced quit."""
+        running = app_calls.running()
+        if not running or self.force_exit or _passed(deadline):
+            return
+        logger.info(
+            "Waiting for %d background task(s) to complete. (CTRL+C to force quit)", len(running)
+        )
+        while app_calls.running() and not self.force_exit and not _passed(deadline):
+            await asyncio.sleep(_TICK)
+
+    async def _cancel_app_calls(self, app_calls: _AppCalls) -> None:
+        """Cancel the app calls still running (past the deadline, or a forced quit), so that
+        lifespan shutdown runs after them; give them a moment to run their cleanup."""
+        running = app_calls.running()
+        if not running:
+            return
+        for task in running:
+            task.cancel()
+        if self.force_exit:
+            logger.warning("Cancelled %d task(s): forced quit.", len(running))
+            await asyncio.sleep(0)  # their except/finally blocks run up to their next await
+            return
+        logger.warning(
+            "Cancelled %d task(s) after the graceful shutdown timeout of %ss.",
+            len(running),
+            self.config.timeout_graceful_shutdown,
+        )
+        await asyncio.wait(running, timeout=_CANCEL_GRACE)
 
     # ------------------------------------------------------------------ signals
 
@@ -233,6 +276,24 @@ class Server:
             self.force_exit = True
         else:
             self.should_exit = True
+
+
+class _AppCalls:
+    """The asyncio tasks of a core's app calls that are still running: every one is named
+    by the core (``Core.app_task_name``; src/asgi/spawn.rs ``task_name``), which is what
+    sets them apart from the server's own tasks, the metrics endpoint's and any task the app
+    starts by itself (none of which a shutdown waits for). Looked up only while shutting
+    down: counting costs the requests nothing."""
+
+    def __init__(self, name: str) -> None:
+        self.name = name
+
+    def running(self) -> list[asyncio.Task[Any]]:
+        return [task for task in asyncio.all_tasks() if task.get_name() == self.name]
+
+
+def _passed(deadline: float | None) -> bool:
+    return deadline is not None and time.monotonic() >= deadline
 
 
 class _SignalCapture:

@@ -10,7 +10,7 @@ use crate::asgi::errors::{log_error, log_warning};
 use crate::asgi::loop_ctx::LoopCtx;
 use crate::asgi::protocol::{HttpProtocol, RequestLine};
 use crate::asgi::scope::ScopeFactory;
-use crate::asgi::spawn::{Runner, TaskSpawner};
+use crate::asgi::spawn::{task_name, Runner, TaskSpawner};
 use crate::asgi::websocket::WebSocketProtocol;
 use crate::bridge::pending::{PendingRequest, PendingWebSocket};
 use crate::bridge::wakeup::{Event, Wakeup};
@@ -32,6 +32,8 @@ pub(crate) struct Dispatcher {
     scope: ScopeFactory,
     ctx: Arc<LoopCtx>,
     wakeup: Arc<Wakeup>,
+    /// The name of every task this dispatcher starts (spawn.rs `task_name`).
+    task_name: String,
 }
 
 /// `Forwarded` or any `X-Forwarded-*` header. One pass over the names (requests carry few)
@@ -54,22 +56,29 @@ impl Dispatcher {
         wakeup: Arc<Wakeup>,
     ) -> PyResult<Self> {
         let has_factory = !event_loop.call_method0("get_task_factory")?.is_none();
+        let task_name = task_name();
         Ok(Dispatcher {
             plain,
             forwarded,
-            spawner: TaskSpawner::for_loop(py, event_loop, has_factory)?,
+            spawner: TaskSpawner::for_loop(py, event_loop, has_factory, &task_name)?,
             #[cfg(PyPy)]
             pypy: crate::asgi::pypy::Starter::for_loop(
                 py,
                 event_loop,
                 has_factory,
-                root_path,
-                state.as_ref(),
+                (root_path, state.as_ref()),
+                &task_name,
             )?,
             scope: ScopeFactory::new(py, root_path, state)?,
             ctx,
             wakeup,
+            task_name,
         })
+    }
+
+    /// The name of the tasks of the app calls (what a graceful shutdown waits for).
+    pub(crate) fn task_name(&self) -> &str {
+        &self.task_name
     }
 
     /// The eventfd callback: dispatch everything tokio queued since the last wake-up.

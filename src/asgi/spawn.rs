@@ -1,18 +1,31 @@
 //! How one app call becomes an asyncio task: the runner it runs inside (`Runner`) and the
 //! way the task is created (`TaskSpawner`).
 
+use std::sync::atomic::{AtomicUsize, Ordering};
 #[cfg(not(PyPy))]
 use std::sync::Arc;
 
 use pyo3::prelude::*;
-use pyo3::types::PyDict;
+use pyo3::types::{PyDict, PyString};
 
 #[cfg(not(PyPy))]
 use crate::asgi::lazy_task::LazyTasks;
 use crate::asgi::runner::AppRun;
 
-/// The name of every request's task.
-pub(crate) const TASK_NAME: &str = "ferrocorn.app";
+/// What every request task's name is made of (`task_name`).
+const TASK_NAME: &str = "ferrocorn.app";
+
+/// The name of the tasks of a new core's app calls: "ferrocorn.app" for the process's first
+/// core, "ferrocorn.app-<n>" for the n-th. A graceful shutdown finds the app calls still
+/// running by this name (server.py), so each core's is its own: a server sharing its event
+/// loop with another one waits for, and cancels, only its own.
+pub(crate) fn task_name() -> String {
+    static CORES: AtomicUsize = AtomicUsize::new(0);
+    match CORES.fetch_add(1, Ordering::Relaxed) {
+        0 => TASK_NAME.to_owned(),
+        n => format!("{TASK_NAME}-{}", n + 1),
+    }
+}
 
 /// What each app call runs inside, the *runner*: it awaits `app(scope, receive, send)` and
 /// reports the outcome to the request's protocol object. The built-in one is `AppRun`
@@ -55,13 +68,25 @@ impl Runner {
     }
 }
 
+/// `task.set_name(name)` on a task from a custom factory. Called directly rather than
+/// through `create_task(coro, name=...)`, whose Python-level handling of the name cost each
+/// request ~1,700 instructions (callgrind). A task type without a working `set_name` keeps
+/// its own name: the request still runs, only a graceful shutdown does not wait for it.
+fn name_task(task: &Bound<'_, PyAny>, name: &Bound<'_, PyString>) {
+    let py = task.py();
+    let _ = task.call_method1(pyo3::intern!(py, "set_name"), (name,));
+}
+
 /// How a runner becomes a task: `asyncio.Task` directly (eagerly on Python 3.12+, so a
 /// handler that never waits finishes inside the drain), a lazily set-up task on CPython
 /// 3.11 (same effect, see lazy_task.rs), or a custom task factory through
 /// `loop.create_task`. (PyPy starts most requests through `pypy::Starter` instead.)
 pub(crate) enum TaskSpawner {
-    /// `loop.create_task`, when the loop has a task factory.
-    CreateTask(Py<PyAny>),
+    /// `loop.create_task(coro)`, when the loop has a task factory, then `task.set_name`.
+    CreateTask {
+        create_task: Py<PyAny>,
+        name: Py<PyString>,
+    },
     /// `asyncio.Task(coro, **kwargs)`: the loop, and `eager_start` on 3.12+.
     Task {
         task_type: Py<PyAny>,
@@ -77,12 +102,13 @@ pub(crate) enum TaskSpawner {
 }
 
 impl TaskSpawner {
-    /// The best way to start tasks on `event_loop`. `has_factory`: the loop has a custom task
-    /// factory, which is then used.
+    /// The best way to start tasks named `name` on `event_loop`. `has_factory`: the loop has
+    /// a custom task factory, which is then used.
     pub(crate) fn for_loop(
         py: Python<'_>,
         event_loop: &Bound<'_, PyAny>,
         has_factory: bool,
+        name: &str,
     ) -> PyResult<Self> {
         let version = py.version_info();
         let version = (version.major, version.minor);
@@ -92,12 +118,14 @@ impl TaskSpawner {
         // which costs a getpid() syscall per task on CPython 3.11. A custom task factory
         // (tracing tools, apps embedding `Server.serve()`) is honoured on every Python: its
         // tasks come from `loop.create_task`, not eager unless the factory makes them so.
+        // A name given spares the "Task-<n>" formatting asyncio does per task (1.27 -> 1.11
+        // µs per asyncio.Task under uvloop, timeit); it also says what the task is, and it is
+        // how a graceful shutdown finds the app calls still running (server.py), so the
+        // tasks of a custom factory carry it too.
         let plain = if !has_factory {
             let kwargs = PyDict::new(py);
             kwargs.set_item("loop", event_loop)?;
-            // A name given spares the "Task-<n>" formatting asyncio does per task (1.27 -> 1.11
-            // µs per asyncio.Task under uvloop, timeit); it also says what the task is.
-            kwargs.set_item("name", TASK_NAME)?;
+            kwargs.set_item("name", name)?;
             if eager_start {
                 kwargs.set_item("eager_start", true)?;
             }
@@ -106,12 +134,15 @@ impl TaskSpawner {
                 kwargs: kwargs.unbind(),
             }
         } else {
-            TaskSpawner::CreateTask(event_loop.getattr("create_task")?.unbind())
+            TaskSpawner::CreateTask {
+                create_task: event_loop.getattr("create_task")?.unbind(),
+                name: PyString::new(py, name).unbind(),
+            }
         };
         #[cfg(not(PyPy))]
         if version == (3, 11) && !has_factory {
             return Ok(TaskSpawner::Lazy {
-                tasks: Arc::new(LazyTasks::new(py, event_loop, TASK_NAME)?),
+                tasks: Arc::new(LazyTasks::new(py, event_loop, name)?),
                 fallback: Box::new(plain),
             });
         }
@@ -120,7 +151,11 @@ impl TaskSpawner {
 
     pub(crate) fn spawn(&self, py: Python<'_>, coro: Bound<'_, PyAny>) -> PyResult<()> {
         match self {
-            TaskSpawner::CreateTask(create_task) => create_task.bind(py).call1((coro,))?,
+            TaskSpawner::CreateTask { create_task, name } => {
+                let task = create_task.bind(py).call1((coro,))?;
+                name_task(&task, name.bind(py));
+                task
+            }
             TaskSpawner::Task { task_type, kwargs } => {
                 task_type.bind(py).call((coro,), Some(kwargs.bind(py)))?
             }

@@ -239,6 +239,12 @@ impl Core {
         self.shared.active_connections()
     }
 
+    /// The name of the asyncio task of every app call this core starts: a graceful
+    /// shutdown waits for the tasks of that name (server.py).
+    fn app_task_name(&self) -> &str {
+        self.dispatcher.task_name()
+    }
+
     /// Requests received since start (for `--limit-max-requests`).
     fn total_requests(&self) -> u64 {
         self.shared.requests_total()

@@ -1,5 +1,6 @@
 """A server on a loop with a custom task factory, for tests/test_task_semantics.py: the app
-answers with the type of the task it runs in, which must be the factory's.
+answers with the type of the task it runs in, which must be the factory's, and its name, which
+must be the core's (a graceful shutdown finds the app calls by it).
 
 Run from the repo root as ``python -m tests.apps.task_factory``: it serves on 127.0.0.1 (an
 ephemeral port) through the embedding API, with the factory set before the server core is
@@ -29,7 +30,8 @@ async def app(scope, receive, send):
     await receive()
     first = type(asyncio.current_task()).__name__
     await asyncio.sleep(0)  # and after a real wait: still the same task
-    body = json.dumps({"task": first, "after_wait": type(asyncio.current_task()).__name__})
+    task = asyncio.current_task()
+    body = json.dumps({"task": first, "after_wait": type(task).__name__, "name": task.get_name()})
     await send({"type": "http.response.start", "status": 200, "headers": []})
     await send({"type": "http.response.body", "body": body.encode()})
 

@@ -19,19 +19,27 @@ from typing import Any, Callable
 from .._lazy_task import NEEDS_A_REAL_TASK, promoting
 from .scope import scope_unpacker
 
-# The name of every request task, as the core names the ones it makes (src/core.rs).
-TASK_NAME = "ferrocorn.app"
+
+class _Tasks:
+    """What the tasks of one starter share: their loop, and their name (src/asgi/spawn.rs
+    ``task_name``: how a graceful shutdown finds them)."""
+
+    __slots__ = ("loop", "name")
+
+    def __init__(self, loop: Any, name: str) -> None:
+        self.loop = loop
+        self.name = name
 
 
 class _FirstStep:
     """A PyPy request between its first step and its task's set-up."""
 
-    __slots__ = ("body", "context", "loop", "yielded", "finished")
+    __slots__ = ("body", "context", "tasks", "yielded", "finished")
 
-    def __init__(self, body: Any, context: Any, loop: Any) -> None:
+    def __init__(self, body: Any, context: Any, tasks: _Tasks) -> None:
         self.body = body
         self.context = context
-        self.loop = loop
+        self.tasks = tasks
         self.yielded: Any = None
         self.finished = False
 
@@ -49,17 +57,18 @@ def _set_up(task: Any) -> None:
     if first is None:
         return
     task._ferrocorn_first_step = None
+    tasks = first.tasks
     if first.finished:
         # Done with result None, as the task would be; nothing is scheduled.
-        asyncio.Future.__init__(task, loop=first.loop)
+        asyncio.Future.__init__(task, loop=tasks.loop)
         task._coro = first.body
-        task._name = TASK_NAME
+        task._name = tasks.name
         task._context = first.context
         task._fut_waiter = None
         task._must_cancel = False
         asyncio.Future.set_result(task, None)
         return
-    asyncio.Task.__init__(task, _Handoff(first), loop=first.loop, name=TASK_NAME)
+    asyncio.Task.__init__(task, _Handoff(first), loop=tasks.loop, name=tasks.name)
     # Later steps run in the context the first one ran in (Python 3.9's Task has no
     # ``context`` argument; its first step only hands over, so its copy does not matter).
     task._context = first.context
@@ -116,11 +125,13 @@ collections.abc.Coroutine.register(_Handoff)
 
 
 def pypy_starter(
-    loop: Any, root_path: str = "", state: dict | None = None
+    loop: Any, root_path: str = "", state: dict | None = None, name: str = "ferrocorn.app"
 ) -> Callable[[Any, Any, Any, Any], None]:
-    """``start(wrapper, app, scope, proto)``: one request's task, its first step run now.
-    ``scope`` is the dict, or an ``http`` scope packed into a bytearray (``scope.py``)."""
+    """``start(wrapper, app, scope, proto)``: one request's task named ``name``, its first
+    step run now. ``scope`` is the dict, or an ``http`` scope packed into a bytearray
+    (``scope.py``)."""
     unpack = scope_unpacker(root_path, state)
+    tasks = _Tasks(loop, name)
     enter_task = _tasks._enter_task
     leave_task = _tasks._leave_task
     copy_context = contextvars.copy_context
@@ -139,7 +150,7 @@ def pypy_starter(
         if type(scope) is bytearray:
             scope = unpack(scope)
         task = new_task(PyPyRequestTask)
-        first = _FirstStep(wrapper(app, scope, proto), copy_context(), loop)
+        first = _FirstStep(wrapper(app, scope, proto), copy_context(), tasks)
         task._ferrocorn_first_step = first
         first.context.run(first_step, task, first)
         if not first.finished:

@@ -16,20 +16,21 @@ pub(crate) struct Starter {
 
 impl Starter {
     /// None when the loop has a task factory, which the starter would bypass: those requests
-    /// go through `TaskSpawner` (and the scope dict builder).
+    /// go through `TaskSpawner` (and the scope dict builder). `name`: the name of the tasks
+    /// it sets up (spawn.rs `task_name`).
     pub(crate) fn for_loop(
         py: Python<'_>,
         event_loop: &Bound<'_, PyAny>,
         has_factory: bool,
-        root_path: &str,
-        state: Option<&Py<PyDict>>,
+        (root_path, state): (&str, Option<&Py<PyDict>>),
+        name: &str,
     ) -> PyResult<Option<Self>> {
         if has_factory {
             return Ok(None);
         }
         let start = py.import("ferrocorn._pypy.starter")?.call_method1(
             "pypy_starter",
-            (event_loop, root_path, state.map(|s| s.bind(py))),
+            (event_loop, root_path, state.map(|s| s.bind(py)), name),
         )?;
         Ok(Some(Starter {
             start: start.unbind(),
