@@ -186,6 +186,8 @@ class Core:
         shutdown waits for."""
     def total_requests(self) -> int:
         """Requests received since start (for ``limit_max_requests``)."""
+    def release_memory(self) -> None:
+        """Hand the calling (loop) thread's freed memory back to the system."""
     def close(self) -> None:
         """Force-close every connection, unregister from the loop and stop the runtime;
         every access line the core buffered is written before it returns."""

@@ -25,6 +25,8 @@ logger = logging.getLogger("ferrocorn.error")
 
 _HANDLED_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 _TICK = 0.05
+# The loop thread's freed memory goes back to the system once a second (Core.release_memory).
+_RELEASE_MEMORY_TICKS = 20
 # How long app calls cancelled at the graceful shutdown timeout get to finish their cleanup
 # (except/finally blocks that await) before lifespan shutdown starts.
 _CANCEL_GRACE = 1.0
@@ -84,9 +86,13 @@ class Server:
                 await self._start_metrics()
                 self.started = True
                 self._log_started()
+                ticks = 0
                 while not self.should_exit and not self._max_requests_reached():
                     await asyncio.sleep(_TICK)
                     self._check_access_log()
+                    ticks += 1
+                    if ticks % _RELEASE_MEMORY_TICKS == 0 and self._core is not None:
+                        self._core.release_memory()
                 await self._shutdown()
 
         if lifespan is not None:

@@ -250,6 +250,16 @@ impl Core {
         self.shared.requests_total()
     }
 
+    /// Hands the loop thread's freed memory back to the system (the server calls it once a
+    /// second). Response bodies are copied out of Python on this thread and freed where
+    /// hyper lets go of them, on tokio's: mimalloc returns such pages to their owner thread
+    /// only when it allocates again, so after a burst (clients that stalled on large
+    /// responses, say) an idle loop thread would keep them for good.
+    fn release_memory(&self) {
+        // SAFETY: mi_collect takes no pointers; it runs on (and for) the calling thread.
+        unsafe { libmimalloc_sys::mi_collect(true) };
+    }
+
     fn close(&self, py: Python<'_>) -> PyResult<()> {
         self.shared.relay.flush();
         self.shared.set_lifecycle(Lifecycle::Closing);
