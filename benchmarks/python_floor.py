@@ -3,7 +3,8 @@
 
 For each scenario of `run.py` this builds, per request, an ASGI `http` scope equivalent to the
 one ferrocorn builds for the request wrk sends (src/asgi/scope.rs: a copy of a template dict,
-then http_version, method, a fresh `extensions` dict, the decoded path, raw_path,
+then http_version, method, a fresh `extensions` dict (with `http.response.pathsend`, as
+ferrocorn advertises it), the decoded path, raw_path,
 query_string, the header list of (name, value) tuples with fresh value bytes, client, server,
 and a shallow copy of the lifespan state), and runs the benchmark app's coroutine
 `app(scope, receive, send)` to completion with pre-completed awaitables: `receive()` returns an
@@ -121,7 +122,9 @@ def make_scope_builder(spec: dict, state: dict | None):
         scope = template.copy()
         scope["http_version"] = "1.1"
         scope["method"] = method
-        scope["extensions"] = {}
+        # Fresh per request; pathsend is advertised on every HTTP scope, nothing else on
+        # cleartext HTTP/1.1.
+        scope["extensions"] = {"http.response.pathsend": {}}
         raw_path = raw[path_span[0] : path_span[1]]
         scope["path"] = raw_path.decode("utf-8", "replace")  # no %-escapes in these paths
         scope["raw_path"] = raw_path
@@ -259,7 +262,7 @@ def measure_scenario(name: str, seconds: float, repeats: int) -> dict:
     except Exception as exc:  # noqa: BLE001 -- reported, not raised
         return {
             "status": "n/a",
-            "reason": f"cannot run without an event loop: {type(exc).__name__}: {exc}",
+            "reason": f"needs a running event loop ({type(exc).__name__}: {exc})",
             "app": target,
         }
     if response["status"] >= 400:

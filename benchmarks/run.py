@@ -122,13 +122,15 @@ GRANIAN_TUNING = [
     "--http1-pipeline-flush",
 ]
 
-# h2corn's fastest configuration for a single worker pinned to one core (see README.md,
-# "h2corn configuration"): --workers 1 (its default), --runtime-threads 1 (one tokio thread:
-# one core is available; its default is 2), --loop uvloop (set in Server.argv, as for the
-# others). It has no HTTP/1-only switch (only --no-http1), so it keeps sniffing for HTTP/2.
+# h2corn's fastest configuration for a single worker pinned to one core, chosen by measuring
+# on the 2-core bench box (see README.md, "h2corn configuration"): --workers 1 (its default),
+# --runtime-threads 2 (its default: 1 thread was no faster on plaintext, ~15% slower on
+# pipelined, ~5% cheaper on echo), --loop uvloop (set in Server.argv, as for the others). It
+# has no HTTP/1-only switch (only --no-http1): it serves HTTP/1.1 and h2c on one listener.
 # Access log off for the main rows (h2corn logs every request by default), on for
-# h2corn-defaults. Its Server header is off by default and stays so.
-H2CORN_TUNING = ["--workers", "1", "--runtime-threads", "1"]
+# h2corn-defaults. Its Server header is off by default and stays so. Override with
+# --extra-args 'h2corn=--runtime-threads 1' (the last flag wins).
+H2CORN_TUNING = ["--workers", "1", "--runtime-threads", "2"]
 
 TE_ACCEPT_PLAIN = (
     "text/plain,text/html;q=0.9,application/xhtml+xml;q=0.9,application/xml;q=0.8,*/*;q=0.7"
@@ -508,15 +510,15 @@ def stage1(args: argparse.Namespace, argv: list[str]) -> None:
         # Another CPython: a venv of its own per version, ferrocorn built for it, and the same
         # pinned peers installed into it.
         cpython = args.python
-        label = python_tag(cpython)
-        set_venv(HERE / f".venv-{label}")
+        py_label = python_tag(cpython)
+        set_venv(HERE / f".venv-{py_label}")
     else:
         cpython = (
             sys.executable
             if platform.python_implementation() == "CPython"
             else (shutil.which("python3") or "python3")
         )
-        label = "cpython"
+        py_label = "cpython"
     ensure_venv(VENV, [cpython, "-m", "venv"], HERE / "requirements.txt")
     if need_pypy:
         ensure_venv(
@@ -529,7 +531,7 @@ def stage1(args: argparse.Namespace, argv: list[str]) -> None:
     unavailable: dict[str, str] = {}
     targets = []
     if "ferrocorn" in servers or "ferrocorn-defaults" in servers:
-        targets.append(("ferrocorn", VENV, label))
+        targets.append(("ferrocorn", VENV, py_label))
     if "ferrocorn-pypy" in servers:
         targets.append(("ferrocorn-pypy", VENV_PYPY, "pypy"))
     for name, venv, label in targets:
@@ -560,7 +562,7 @@ def stage1(args: argparse.Namespace, argv: list[str]) -> None:
         "unavailable": unavailable,
         "cmdline": "python " + shlex.join(argv),
         "venv": str(VENV),
-        "python_label": label if args.python else None,
+        "python_label": py_label if args.python else None,
     }
     env = dict(os.environ, **{STAGE_ENV: "1", STATE_ENV: json.dumps(state)})
     py = str(venv_python(VENV))
@@ -778,8 +780,10 @@ class Server:
                 str(port),
             ]
             if scenario == "idle10k":
-                # closes idle keep-alive connections after 120 s by default; as for the others
-                cmd += ["--timeout-keep-alive", "300"]
+                # Its request-head timer (10 s by default) also runs on idle keep-alive
+                # connections: with 200 idle connections all were closed 12 s after their
+                # response. Keep-alive itself ends after 120 s by default; both go to 300 s.
+                cmd += ["--timeout-keep-alive", "300", "--timeout-request-header", "300"]
         else:
             cmd = [
                 py,
@@ -805,7 +809,10 @@ class Server:
     def versions(self) -> dict:
         if self.base == FLOOR:
             v = floor_versions()
-            return {"python": "–", FLOOR: f"hyper {v.get('hyper', '?')}, tokio {v.get('tokio', '?')}"}
+            return {
+                "python": "–",
+                FLOOR: f"hyper {v.get('hyper', '?')}, tokio {v.get('tokio', '?')}",
+            }
         code = (
             "import json, platform, importlib.metadata as m\n"
             "out = {'python': platform.python_implementation() + ' ' + platform.python_version()}\n"
@@ -1435,6 +1442,7 @@ def report_only(args: argparse.Namespace) -> None:
     src = Path(args.report_from)
     results = json.loads(src.read_text())
     out_dir = Path(args.output_dir) if args.output_dir else src.parent
+    out_dir.mkdir(parents=True, exist_ok=True)
     suffix = src.stem[len("results") :] if src.stem.startswith("results") else ""
     png_path = out_dir / f"results{suffix}.png"
     chart_ok = write_chart(results, png_path)
@@ -1515,9 +1523,7 @@ def stage2(args: argparse.Namespace) -> None:
     )
 
     defaults_scen = defaults_scenarios(args)
-    plan = {
-        n: [s for s in servers if not s.defaults or n in defaults_scen] for n in scen_names
-    }
+    plan = {n: [s for s in servers if not s.defaults or n in defaults_scen] for n in scen_names}
     meta = collect_meta(args, state, servers, names, opts, scen_names)
     meta["settings"]["defaults_scenarios"] = sorted(defaults_scen)
     results: dict = {"meta": meta, "scenarios": {}, "skipped": skipped}
@@ -1888,6 +1894,19 @@ def pair_ratio(scen: dict, a: str, b: str) -> float | None:
     return ea["value"] / eb["value"] if eb["value"] else None
 
 
+def cpu_ratio(scen: dict, a: str, b: str) -> float | None:
+    """a's server CPU µs per request over b's in one scenario (lower is better for a)."""
+    ea, eb = scen["servers"].get(a), scen["servers"].get(b)
+    if not ea or not eb or ea.get("status") != "ok" or eb.get("status") != "ok":
+        return None
+    ca, cb = ea["median"].get("cpu_us_per_req"), eb["median"].get("cpu_us_per_req")
+    return ca / cb if ca is not None and cb else None
+
+
+def _is_idle(name: str) -> bool:
+    return SCENARIOS.get(name, {}).get("kind") == "idle"
+
+
 def summary_table(results: dict) -> list[str]:
     """One row per scenario, one column per server pair of SUMMARY_PAIRS present in the run."""
     present = {n for scen in results["scenarios"].values() for n in scen["servers"]}
@@ -1897,15 +1916,162 @@ def summary_table(results: dict) -> list[str]:
     out = [
         "## Summary: ratios between servers",
         "",
-        "Medians from this run; throughput ratio (higher is better), for idle10k the RSS "
-        "ratio (lower is better).",
+        "Medians from this run. Each cell: the throughput ratio (req/s, or MiB/s for stream-*; "
+        "higher is better), then the server CPU µs/request ratio (`cpu`, lower is better). For "
+        "idle10k: the RSS ratio (lower is better).",
         "",
         "| scenario | " + " | ".join(f"{a} / {b}" for a, b in pairs) + " |",
         "|---|" + "---:|" * len(pairs),
     ]
     for name, scen in results["scenarios"].items():
-        cells = [fmt_ratio(pair_ratio(scen, a, b)) for a, b in pairs]
+        cells = []
+        for a, b in pairs:
+            t = pair_ratio(scen, a, b)
+            if _is_idle(name) or t is None:
+                cells.append(fmt_ratio(t) if t is not None else "–")
+            else:
+                cells.append(f"{fmt_ratio(t)} · cpu {fmt_ratio(cpu_ratio(scen, a, b))}")
         out.append(f"| {name} | " + " | ".join(cells) + " |")
+    out.append("")
+    return out
+
+
+def _tuned_of(name: str) -> str:
+    """ferrocorn-defaults -> ferrocorn: the same server with the suite's tuned flags."""
+    return name[: -len("-defaults")] if name.endswith("-defaults") else name
+
+
+def scenario_table(name: str, scen: dict, rows: list[str], ref) -> list[str]:
+    """The table of one scenario for the servers `rows`; `ref(server)` names the server each
+    row is compared with (None: no comparison), `ref.label` heads that column."""
+    spec = SCENARIOS[name]
+    servers = scen["servers"]
+    out: list[str] = []
+    add = out.append
+    label = ref.label
+    if spec["kind"] == "idle":
+        add(
+            "| server | RSS with idle conns | RSS before | KiB / conn | alive | errors | "
+            f"RSS whole process tree | RSS vs {label} |"
+        )
+        add("|---|---:|---:|---:|---:|---:|---:|---:|")
+        for sname in rows:
+            e = servers[sname]
+            if e["status"] != "ok":
+                add(f"| {sname} | failed: {_oneline(e.get('reason'))} |" + "|" * 6)
+                continue
+            r = e["median"]
+            other = ref(sname)
+            add(
+                f"| {sname} | {r['rss_kib'] / 1024:.1f} MiB | "
+                f"{r['rss_before_kib'] / 1024:.1f} MiB | "
+                f"{fmt_num(r['kib_per_conn'], 1)} | {r['alive']:,}/{r['connections']:,} | "
+                f"{e['errors_all_rounds']} | "
+                f"{r['rss_tree_kib'] / 1024:.1f} MiB ({r['processes']} proc) | "
+                f"{fmt_ratio(pair_ratio(scen, sname, other) if other else None)} |"
+            )
+        return out
+    tp = spec.get("throughput")
+    add(
+        "| server | "
+        + ("MiB/s | " if tp else "")
+        + "req/s | CPU µs/req | p50 | p99 | errors | server CPU | client CPU | other load | "
+        f"vs {label} | CPU vs {label} |"
+    )
+    add("|---|" + ("---:|" if tp else "") + "---:|" * 10)
+    for sname in rows:
+        e = servers[sname]
+        if e["status"] != "ok":
+            add(f"| {sname} | failed: {_oneline(e.get('reason'))} |" + ("|" * (10 if tp else 9)))
+            continue
+        r = e["median"]
+        flag = " ⚠" if r.get("client_cpu_pct", 0) >= 90 else ""
+        other = ref(sname)
+        add(
+            f"| {sname} | "
+            + (f"{r['mib_s']:,.0f} | " if tp else "")
+            + f"{r['rps']:,.0f} | {fmt_num(r['cpu_us_per_req'], 1)} | "
+            f"{fmt_ms(r['p50_us'])} | {fmt_ms(r['p99_us'])} | "
+            f"{_errors_cell(e)} | {r['server_cpu_pct']:.0f}% | "
+            f"{r['client_cpu_pct']:.0f}%{flag} | {fmt_pct(r.get('core_other_pct'))} | "
+            f"{fmt_ratio(pair_ratio(scen, sname, other) if other else None)} | "
+            f"{fmt_ratio(cpu_ratio(scen, sname, other) if other else None)} |"
+        )
+    spreads = [
+        f"{n} {servers[n]['spread_pct']:.0f}%"
+        for n in rows
+        if servers[n].get("status") == "ok" and len(servers[n]["rounds"]) > 1
+    ]
+    if spreads:
+        add("")
+        add("Spread between rounds (max-min)/median: " + ", ".join(spreads) + ".")
+    return out
+
+
+def _ref(fn, label: str):
+    fn.label = label
+    return fn
+
+
+def floor_section(results: dict) -> list[str]:
+    pf = results.get("python_floor")
+    if not pf or not any(FLOOR in scen["servers"] for scen in results["scenarios"].values()):
+        return []
+    out = [
+        "## Floor: what a request costs with hyper and bare Python only",
+        "",
+        "**floor CPU µs/request** = the CPU µs/request of the `floor` server (plain hyper with "
+        "ferrocorn's settings and the same responses, no Python: `benchmarks/floor`), measured "
+        "in this run like every server, **plus** the Python floor: the CPU µs of building the "
+        "request's ASGI scope as ferrocorn does and running the app's coroutine to the end with "
+        "pre-completed `receive`/`send` awaitables, without an event loop "
+        "(`benchmarks/python_floor.py`, on "
+        f"{pf.get('python', '?')}, pinned to the servers' CPU, median of "
+        "repetitions). A server's ratio to the floor is what its bridge between hyper and "
+        "Python (and, for the others, their own HTTP stack) costs on top: 1.00× would be no "
+        "overhead at all. Measured figures only; `n/a` where a part is missing.",
+        "",
+    ]
+    if pf.get("error"):
+        out += [f"_python_floor.py failed: {_oneline(pf['error'])}_", ""]
+    if pf.get("command"):
+        out += [f"Python floor command: `{pf['command']}`", ""]
+    out += [
+        "| scenario | hyper floor CPU µs/req | Python floor µs/req (scope + app) | "
+        "floor CPU µs/req | ferrocorn CPU µs/req | ferrocorn / floor | others / floor |",
+        "|---|---:|---:|---:|---:|---:|---|",
+    ]
+    for name, scen in results["scenarios"].items():
+        if _is_idle(name):
+            continue
+        hyper = scen["servers"].get(FLOOR)
+        py = pf.get("scenarios", {}).get(name)
+        entry = floor_entry(results, name)
+        hyper_cell = (
+            fmt_num(hyper["median"].get("cpu_us_per_req"), 1)
+            if hyper and hyper.get("status") == "ok"
+            else "n/a"
+        )
+        if py and py.get("status") == "ok":
+            py_cell = (
+                f"{py['cpu_us_per_req']:.2f} ({py['scope_us_per_req']:.2f} + "
+                f"{py['app_us_per_req']:.2f})"
+            )
+        else:
+            py_cell = "n/a" + (f": {_oneline(py.get('reason'))}" if py else "")
+        if not entry:
+            out.append(f"| {name} | {hyper_cell} | {py_cell} | n/a | | | |")
+            continue
+        fc = scen["servers"].get("ferrocorn")
+        fc_cpu = fc["median"].get("cpu_us_per_req") if fc and fc.get("status") == "ok" else None
+        others = ", ".join(
+            f"{n} {fmt_ratio(v)}" for n, v in entry["ratios"].items() if n != "ferrocorn"
+        )
+        out.append(
+            f"| {name} | {hyper_cell} | {py_cell} | {entry['floor_cpu_us_per_req']:.1f} | "
+            f"{fmt_num(fc_cpu, 1)} | {fmt_ratio(entry['ratios'].get('ferrocorn'))} | "
+            f"{others or '–'} |"
+        )
     out.append("")
     return out
 
@@ -1915,7 +2081,8 @@ def render_markdown(results: dict, png_name: str | None) -> str:
     st = meta["settings"]
     lines: list[str] = []
     add = lines.append
-    add("# ferrocorn benchmark results")
+    py = meta.get("python")
+    add("# ferrocorn benchmark results" + (f" — {py['version']}" if py else ""))
     add("")
     if meta.get("quick"):
         add("> **Quick smoke run** (`--quick`): short durations and one round. Not representative.")
@@ -1951,6 +2118,11 @@ def render_markdown(results: dict, png_name: str | None) -> str:
         add("")
     add(f"- Date: {meta['date']}")
     add(f"- Command: `{meta['command']}`")
+    if py:
+        add(
+            f"- Python: **{py['version']}** ({py['home']}), venv `{py['venv']}`: the servers "
+            "on CPython, the apps and the Python floor all ran on it"
+        )
     m = meta["machine"]
     add(
         f"- Machine: {m['nproc']} CPUs ({m['cpu_model']}), {m['memory']} RAM, Linux {m['kernel']}; "
@@ -1975,6 +2147,11 @@ def render_markdown(results: dict, png_name: str | None) -> str:
         f"measured, {st['rounds']} round(s); the round with the median result is shown "
         f"(errors column: all rounds). Total time {meta.get('elapsed_seconds', 0) / 60:.1f} min."
     )
+    if any(n.endswith("-defaults") for n in meta["versions"]) and st.get("defaults_scenarios"):
+        add(
+            "- The -defaults servers ran in: "
+            + ", ".join(f"`{n}`" for n in st["defaults_scenarios"])
+        )
     add(
         f"- Repository checkout at run time: {meta['ferrocorn_git']} "
         "(the build column below says what ferrocorn was built from)"
@@ -1986,10 +2163,19 @@ def render_markdown(results: dict, png_name: str | None) -> str:
     add("|---|---|---|---|---|---|")
     for name, v in meta["versions"].items():
         base = name.split("-")[0]
-        build = meta["build"].get(name, "")
+        build = meta["build"].get(name) or meta["build"].get(base, "")
         add(
             f"| {name} | {v.get('python', '?')} | {v.get(base, '?')} | {v.get('uvloop', '–')} | "
             f"{v.get('httptools', '–')} | {build.splitlines()[0] if build else '–'} |"
+        )
+    fw = next(
+        (v for v in meta["versions"].values() if v.get("fastapi") or v.get("starlette")), None
+    )
+    if fw:
+        add("")
+        add(
+            "Frameworks (the framework scenarios): "
+            + ", ".join(f"{d} {fw[d]}" for d in ("fastapi", "starlette", "pydantic") if d in fw)
         )
     add("")
     add(
@@ -2004,6 +2190,18 @@ def render_markdown(results: dict, png_name: str | None) -> str:
             "- idle10k only, to keep 10k idle connections open: "
             + "; ".join(f"{n} `{a}`" for n, a in extras.items())
         )
+    fw_scen = [n for n in results["scenarios"] if SCENARIOS.get(n, {}).get("app")]
+    if fw_scen:
+        with_floor = FLOOR in meta["commands"]
+        add(
+            "- framework scenarios: the app target is the scenario's instead ("
+            + "; ".join(
+                f"{n}: `{SCENARIOS[n]['app']}`"
+                + (f", floor `--app {SCENARIOS[n]['floor_app']}`" if with_floor else "")
+                for n in fw_scen
+            )
+            + ")"
+        )
     for name, notes in meta.get("server_notes", {}).items():
         add(f"- {name}: " + "; ".join(notes))
     add("")
@@ -2014,88 +2212,84 @@ def render_markdown(results: dict, png_name: str | None) -> str:
             add(f"- **{name}**: {why}")
         add("")
     if png_name:
-        add(f"![throughput relative to granian]({png_name})")
+        add(f"![throughput and CPU per request relative to granian]({png_name})")
         add("")
     add(
         "Ratios compare each server with granian from the same run: throughput / granian's "
-        "throughput (higher is better), and for idle10k RSS / granian's RSS (lower is better)."
+        "throughput (higher is better), CPU µs/req / granian's (lower is better), and for "
+        "idle10k RSS / granian's RSS (lower is better). The -defaults rows are compared with "
+        "the same server's tuned row."
     )
     add("")
     lines.extend(summary_table(results))
-    for name, scen in results["scenarios"].items():
-        spec = SCENARIOS[name]
-        add(f"## {name}: {scen['title']}")
-        add("")
-        add(scen["description"])
-        add("")
-        servers = scen["servers"]
-        if not servers:
-            add("_No server produced a result._")
-            add("")
+    lines.extend(floor_section(results))
+
+    vs_granian = _ref(lambda s: REFERENCE if s != REFERENCE else None, REFERENCE)
+    vs_tuned = _ref(_tuned_of, "tuned")
+    groups = (
+        ("Scenarios", lambda n: SCENARIOS.get(n, {}).get("group") != "frameworks"),
+        (
+            "Frameworks",
+            lambda n: SCENARIOS.get(n, {}).get("group") == "frameworks",
+        ),
+    )
+    for title, member in groups:
+        names = [n for n in results["scenarios"] if member(n)]
+        if not names:
             continue
-        if spec["kind"] == "idle":
-            add(
-                "| server | RSS with idle conns | RSS before | KiB / conn | alive | errors | "
-                "RSS whole process tree | RSS vs granian |"
-            )
-            add("|---|---:|---:|---:|---:|---:|---:|---:|")
-            for sname, e in servers.items():
-                if e["status"] != "ok":
-                    add(f"| {sname} | failed: {_oneline(e.get('reason'))} |" + "|" * 6)
-                    continue
-                r = e["median"]
-                add(
-                    f"| {sname} | {r['rss_kib'] / 1024:.1f} MiB | "
-                    f"{r['rss_before_kib'] / 1024:.1f} MiB | "
-                    f"{fmt_num(r['kib_per_conn'], 1)} | {r['alive']:,}/{r['connections']:,} | "
-                    f"{e['errors_all_rounds']} | "
-                    f"{r['rss_tree_kib'] / 1024:.1f} MiB ({r['processes']} proc) | "
-                    f"{fmt_ratio(e.get('ratio_vs_granian'))} |"
-                )
-        else:
-            tp = spec.get("throughput")
-            head = (
-                "| server | "
-                + ("MiB/s | " if tp else "")
-                + "req/s | p50 | p99 | errors | CPU µs/req | server CPU | client CPU | "
-                "other load | vs granian |"
-            )
-            add(head)
-            add("|---|" + ("---:|" if tp else "") + "---:|---:|---:|---:|---:|---:|---:|---:|---:|")
-            for sname, e in servers.items():
-                if e["status"] != "ok":
-                    add(
-                        f"| {sname} | failed: {_oneline(e.get('reason'))} |"
-                        + ("|" * (9 if tp else 8))
-                    )
-                    continue
-                r = e["median"]
-                flag = " ⚠" if r.get("client_cpu_pct", 0) >= 90 else ""
-                add(
-                    f"| {sname} | "
-                    + (f"{r['mib_s']:,.0f} | " if tp else "")
-                    + f"{r['rps']:,.0f} | {fmt_ms(r['p50_us'])} | {fmt_ms(r['p99_us'])} | "
-                    f"{_errors_cell(e)} | {fmt_num(r['cpu_us_per_req'], 1)} | "
-                    f"{r['server_cpu_pct']:.0f}% | "
-                    f"{r['client_cpu_pct']:.0f}%{flag} | {fmt_pct(r.get('core_other_pct'))} | "
-                    f"{fmt_ratio(e.get('ratio_vs_granian'))} |"
-                )
-        spreads = [
-            f"{n} {e['spread_pct']:.0f}%"
-            for n, e in servers.items()
-            if e.get("status") == "ok" and len(e["rounds"]) > 1
-        ]
-        if spreads:
-            add("")
-            add("Spread between rounds (max-min)/median: " + ", ".join(spreads) + ".")
+        add(f"## {title}")
         add("")
+        if title == "Frameworks":
+            add(
+                "The same servers and settings, serving a framework app "
+                "(`benchmarks/fw_app.py`) instead of the bare ASGI app."
+            )
+            add("")
+        for name in names:
+            scen = results["scenarios"][name]
+            add(f"### {name}: {scen['title']}")
+            add("")
+            add(scen["description"])
+            add("")
+            rows = [n for n in scen["servers"] if not n.endswith("-defaults")]
+            if not rows:
+                add("_No server produced a result._")
+                add("")
+                continue
+            lines.extend(scenario_table(name, scen, rows, vs_granian))
+            add("")
+    with_defaults = [
+        n
+        for n, scen in results["scenarios"].items()
+        if any(s.endswith("-defaults") for s in scen["servers"])
+    ]
+    if with_defaults:
+        add("## Defaults: each server with its out-of-the-box logging")
+        add("")
+        add(
+            "The -defaults servers run with their default access logging, one worker: ferrocorn, "
+            "uvicorn and h2corn with the access log they write by default (uvicorn also at its "
+            "default log level), granian with `--access-log` (it logs no requests by default). "
+            "Everything else is as in the rows above. The log goes to a file "
+            "(`benchmarks/.work/logs/`). `vs tuned` compares each with the same server's row "
+            "above."
+        )
+        add("")
+        for name in with_defaults:
+            scen = results["scenarios"][name]
+            add(f"### {name} (defaults)")
+            add("")
+            rows = [n for n in scen["servers"] if n.endswith("-defaults")]
+            lines.extend(scenario_table(name, scen, rows, vs_tuned))
+            add("")
     add(
-        "Columns: p50/p99 = latency percentiles (for `pipelined`, of a whole 16-request batch); "
-        "CPU µs/req = server CPU time (user+system, all threads and processes) / requests; "
-        "server CPU = that CPU time / wall time (100% = one full core); client CPU = the same for "
-        "the load generator (wrk, or the Python download client for stream-*); other load = share "
-        "of the server's core used by anything else (other processes, interrupts) during the run. "
-        "⚠ = client CPU ≥ 90%: the client may be the bottleneck for that row."
+        "Columns: CPU µs/req = server CPU time (user+system, all threads and processes) / "
+        "requests; p50/p99 = latency percentiles (for `pipelined`, of a whole 16-request "
+        "batch); server CPU = that CPU time / wall time (100% = one full core); client CPU = "
+        "the same for the load generator (wrk, or the Python download client for stream-*); "
+        "other load = share of the server's core used by anything else (other processes, "
+        "interrupts) during the run. ⚠ = client CPU ≥ 90%: the client may be the bottleneck "
+        "for that row. `floor` is plain hyper with no Python (see the Floor section)."
     )
     add("")
     return "\n".join(lines)
@@ -2125,50 +2319,70 @@ def write_chart(results: dict, path: Path) -> bool:
     servers: list[str] = []
     for n in scen_names:
         for sname in results["scenarios"][n]["servers"]:
-            if sname not in servers:
+            if sname not in servers and sname != FLOOR:  # the floor is a reference, not a peer
                 servers.append(sname)
     servers.sort(key=lambda s: (s != "ferrocorn", s != REFERENCE, s))
-    fig, ax = plt.subplots(figsize=(max(8, 1.3 * len(scen_names) + 3), 5))
+    fig, (ax, ax_cpu) = plt.subplots(2, 1, figsize=(max(9, 1.4 * len(scen_names) + 3), 9))
     width = 0.8 / max(1, len(servers))
     colors = {
         "ferrocorn": "#d9480f",
         "granian": "#1c7ed6",
         "uvicorn": "#2f9e44",
+        "h2corn": "#7048e8",
         "ferrocorn-pypy": "#f08c00",
         "uvicorn-pypy": "#74b816",
+        "ferrocorn-defaults": "#ff8787",
+        "granian-defaults": "#74c0fc",
+        "uvicorn-defaults": "#8ce99a",
+        "h2corn-defaults": "#b197fc",
     }
-    top = 1.0
+    tops = {"tp": 1.0, "cpu": 1.0}
     for i, sname in enumerate(servers):
-        xs, ys = [], []
+        xs, ys, cxs, cys = [], [], [], []
         for j, n in enumerate(scen_names):
-            e = results["scenarios"][n]["servers"].get(sname)
+            scen = results["scenarios"][n]
+            e = scen["servers"].get(sname)
+            x = j + (i - (len(servers) - 1) / 2) * width
             ratio = e.get("ratio_vs_granian") if e else None
             if ratio:
-                if SCENARIOS[n]["kind"] == "idle":
+                if _is_idle(n):
                     ratio = 1.0 / ratio  # memory: plot granian/server so higher is better too
-                xs.append(j + (i - (len(servers) - 1) / 2) * width)
+                xs.append(x)
                 ys.append(ratio)
-        if not xs:
-            continue
-        top = max(top, max(ys))
-        bars = ax.bar(xs, ys, width, label=sname, color=colors.get(sname))
-        for b, y in zip(bars, ys):
-            ax.text(
-                b.get_x() + b.get_width() / 2, y, f"{y:.2f}", ha="center", va="bottom", fontsize=7
-            )
-    ax.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
-    labels = [
-        n + ("\n(memory,\ngranian/x)" if SCENARIOS[n]["kind"] == "idle" else "") for n in scen_names
-    ]
-    ax.set_xticks(range(len(scen_names)))
-    ax.set_xticklabels(labels, fontsize=8)
-    ax.set_ylim(0, top * 1.15)
-    ax.set_ylabel("relative to granian (higher is better)")
+            c = cpu_ratio(scen, sname, REFERENCE) if e and not _is_idle(n) else None
+            if c:
+                cxs.append(x)
+                cys.append(c)
+        for axis, key, px, py_ in ((ax, "tp", xs, ys), (ax_cpu, "cpu", cxs, cys)):
+            if not px:
+                continue
+            tops[key] = max(tops[key], max(py_))
+            bars = axis.bar(px, py_, width, label=sname, color=colors.get(sname))
+            for b, y in zip(bars, py_):
+                axis.text(
+                    b.get_x() + b.get_width() / 2,
+                    y,
+                    f"{y:.2f}",
+                    ha="center",
+                    va="bottom",
+                    fontsize=6,
+                )
+    labels = [n + ("\n(memory,\ngranian/x)" if _is_idle(n) else "") for n in scen_names]
+    for axis, key in ((ax, "tp"), (ax_cpu, "cpu")):
+        axis.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
+        axis.set_xticks(range(len(scen_names)))
+        axis.set_xticklabels(labels, fontsize=7)
+        axis.set_ylim(0, tops[key] * 1.15)
+    ax.set_ylabel("throughput relative to granian\n(higher is better)")
+    ax_cpu.set_ylabel("CPU µs/request relative to granian\n(lower is better)")
+    py = results["meta"].get("python", {}).get("version")
     title = f"ferrocorn benchmarks vs granian — {results['meta']['date'][:10]}"
+    if py:
+        title += f", {py}"
     if results["meta"].get("quick"):
         title += " (quick smoke run)"
     ax.set_title(title)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, ncol=2)
     fig.tight_layout()
     fig.savefig(path, dpi=110)
     plt.close(fig)
@@ -2310,7 +2524,7 @@ def main() -> None:
     args = parse_args(sys.argv[1:])
     if args.list:
         for name, spec in SCENARIOS.items():
-            print(f"{name:12} {spec['title']}")
+            print(f"{name:20} {spec['title']}")
         print("servers:", ", ".join(ALL_SERVERS))
         return
     if os.environ.get(STAGE_ENV) == "1":

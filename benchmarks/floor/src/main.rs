@@ -149,7 +149,12 @@ fn not_found(app: App) -> Response<FloorBody> {
             TEXT_UTF8,
             Bytes::from_static(b"Not Found"),
         ),
-        App::Plain => respond(app, StatusCode::NOT_FOUND, TEXT, Bytes::from_static(b"Not Found")),
+        App::Plain => respond(
+            app,
+            StatusCode::NOT_FOUND,
+            TEXT,
+            Bytes::from_static(b"Not Found"),
+        ),
     }
 }
 
@@ -206,7 +211,12 @@ async fn handle(app: App, req: Request<Incoming>) -> Result<Response<FloorBody>,
             _ => not_found(app),
         },
         App::Starlette => match path {
-            "/plaintext" => respond(app, StatusCode::OK, TEXT_UTF8, Bytes::from_static(PLAINTEXT)),
+            "/plaintext" => respond(
+                app,
+                StatusCode::OK,
+                TEXT_UTF8,
+                Bytes::from_static(PLAINTEXT),
+            ),
             _ => not_found(app),
         },
         App::FastApi => match path.strip_prefix("/items/") {
@@ -221,7 +231,12 @@ async fn handle(app: App, req: Request<Incoming>) -> Result<Response<FloorBody>,
             },
             _ if path == "/plaintext" => {
                 // fw_app.py's FastAPI app has it too (the suite's readiness probe).
-                respond(app, StatusCode::OK, TEXT_UTF8, Bytes::from_static(PLAINTEXT))
+                respond(
+                    app,
+                    StatusCode::OK,
+                    TEXT_UTF8,
+                    Bytes::from_static(PLAINTEXT),
+                )
             }
             _ => not_found(app),
         },
@@ -260,7 +275,9 @@ fn parse_args() -> Result<(SocketAddr, App), String> {
                 }
             }
             "-h" | "--help" => {
-                return Err("usage: floor [--host H] [--port P] [--app app|starlette|fastapi]".into())
+                return Err(
+                    "usage: floor [--host H] [--port P] [--app app|starlette|fastapi]".into(),
+                )
             }
             other => return Err(format!("unknown argument {other:?}")),
         }
@@ -284,8 +301,12 @@ fn main() {
         .build()
         .expect("tokio runtime");
     runtime.block_on(async move {
-        let socket = if addr.is_ipv4() { TcpSocket::new_v4() } else { TcpSocket::new_v6() }
-            .expect("socket");
+        let socket = if addr.is_ipv4() {
+            TcpSocket::new_v4()
+        } else {
+            TcpSocket::new_v6()
+        }
+        .expect("socket");
         socket.set_reuseaddr(true).expect("SO_REUSEADDR");
         socket.bind(addr).expect("bind");
         let listener = socket.listen(BACKLOG).expect("listen");
