@@ -66,6 +66,8 @@ pub(crate) struct ServerConfig {
     pub(crate) timeout_keep_alive: Option<Duration>,
     /// Answer 503 instead of dispatching beyond this many requests in flight.
     pub(crate) limit_concurrency: Option<usize>,
+    /// `--limit-max-requests`: the request that reaches it starts the drain.
+    pub(crate) limit_max_requests: Option<u64>,
     /// Largest request body: a Content-Length above it gets 413 up front, a streamed body is
     /// cut off (413, or an abort once the response started) when it grows past it.
     pub(crate) limit_request_body: Option<u64>,
@@ -98,6 +100,7 @@ impl Default for ServerConfig {
             header_read_timeout: Some(Duration::from_secs(30)),
             timeout_keep_alive: Some(Duration::from_secs(5)),
             limit_concurrency: None,
+            limit_max_requests: None,
             limit_request_body: Some(1 << 30),
             timeout_request_body: Some(Duration::from_secs(60)),
             limit_request_line: Some(16 * 1024),

@@ -109,7 +109,8 @@ class WorkerServer(Server):
             return super()._max_requests_reached()  # nobody to ask: exit like a lone server
         self._recycle_asked = True
         logger.info(
-            "Maximum request limit of %d reached; worker [%d] serves until its replacement does.",
+            "Maximum request limit of %d reached; worker [%d] finishes its requests in flight "
+            "and stops once its replacement serves.",
             limit,
             os.getpid(),
         )

@@ -87,10 +87,17 @@ impl ServerShared {
         self.requests_total.load(Ordering::Relaxed)
     }
 
-    /// Admit a request unless `--limit-concurrency` is reached.
+    /// Admit a request unless `--limit-concurrency` is reached. The request that reaches
+    /// `--limit-max-requests` starts the drain at once: no new connections (a worker's
+    /// replacement, or the other workers, take them from the listening socket, which stays
+    /// open), and the requests in flight get `Connection: close` / GOAWAY, instead of the
+    /// connections serving on until Python's next tick notices.
     pub(crate) fn admit_request(&self) -> bool {
         let in_flight = self.requests_in_flight.fetch_add(1, Ordering::SeqCst);
-        self.requests_total.fetch_add(1, Ordering::Relaxed);
+        let total = self.requests_total.fetch_add(1, Ordering::Relaxed) + 1;
+        if self.config.limit_max_requests == Some(total) {
+            self.set_lifecycle(Lifecycle::Draining);
+        }
         match self.config.limit_concurrency {
             Some(limit) if in_flight >= limit => {
                 self.requests_in_flight.fetch_sub(1, Ordering::SeqCst);
