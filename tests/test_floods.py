@@ -9,6 +9,7 @@ Before the budget, with the server pinned to one core, a SETTINGS flood held a p
 request on another connection for 1.4 s (median) and a PING flood for up to 7.3 s.
 """
 
+import os
 import threading
 import time
 
@@ -18,7 +19,7 @@ from hyperframe.frame import Frame, GoAwayFrame
 
 from tests.support import h2frames as f
 from tests.support.h2client import H2Client
-from tests.support.helpers import start_server
+from tests.support.helpers import start_server, wait_until
 from tests.support.wsraw import BINARY, CLOSE, CONT, RawWebSocket, encode_frame
 
 ENHANCE_YOUR_CALM = 0xB
@@ -170,3 +171,44 @@ def test_endless_empty_websocket_fragments_get_1008():
             assert frame.opcode == BINARY and frame.payload == b"ab"
             ws.send_close(1000)
             assert ws.expect_close().opcode == CLOSE
+
+
+def test_floods_leave_nothing_behind():
+    """After every flood above (and the WebSocket one), the worker's RSS is back within 10% of
+    its level before, no descriptor is left open, and it serves normally."""
+    with start_server("tests.apps.basic:app", "--no-access-log") as srv:
+        with httpx.Client(base_url=srv.url, timeout=10) as client:
+            for _ in range(50):
+                client.get("/hello")
+        rss_before, fds_before = _rss(srv.pid), _fds(srv.pid)
+        for kind in (
+            "ping",
+            "settings",
+            "window_update_connection",
+            "window_update_stream",
+            "priority",
+            "rst_stream",
+            "empty_data",
+        ):
+            for _ in range(3):
+                goaway = goaway_after_flood(srv.port, kind)
+                assert goaway is not None and goaway.error_code == ENHANCE_YOUR_CALM, kind
+        assert wait_until(lambda: _fds(srv.pid) == fds_before, timeout=10), _fds(srv.pid)
+        assert wait_until(lambda: _rss(srv.pid) <= rss_before * 1.1, timeout=30), (
+            "RSS %d KiB, was %d KiB" % (_rss(srv.pid) >> 10, rss_before >> 10)
+        )
+        with httpx.Client(base_url=srv.url, timeout=10) as client:
+            for _ in range(50):
+                assert client.get("/hello").text == "hello world"
+
+
+def _rss(pid):
+    with open("/proc/%d/status" % pid) as status:
+        for line in status:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1]) * 1024
+    raise AssertionError("no VmRSS")
+
+
+def _fds(pid):
+    return len(os.listdir("/proc/%d/fd" % pid))
