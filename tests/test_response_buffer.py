@@ -130,6 +130,40 @@ def test_http2_streams_at_zero_window_do_not_grow_memory():
         left_nothing_behind(server, before, fds_before)
 
 
+def stalled_websocket(port):
+    """A WebSocket client that completes the handshake and then never reads."""
+    sock = socket.socket()
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
+    sock.connect(("127.0.0.1", port))
+    sock.sendall(
+        b"GET /ws HTTP/1.1\r\nHost: x\r\nUpgrade: websocket\r\nConnection: Upgrade\r\n"
+        b"Sec-WebSocket-Key: dGhlIHNhbXBsZSBub25jZQ==\r\nSec-WebSocket-Version: 13\r\n\r\n"
+    )
+    return sock
+
+
+def test_stalled_websocket_readers_do_not_grow_memory():
+    readers = 32
+    with start_server(APP, "--no-access-log") as server:
+        served_meanwhile(server)
+        before = rss(server.pid)
+        fds_before = fds(server.pid)
+        socks = [stalled_websocket(server.port) for _ in range(readers)]
+        try:
+            chunks = settled_chunks(server, readers)
+            grown = rss(server.pid) - before
+            served_meanwhile(server)
+        finally:
+            for sock in socks:
+                sock.close()
+        assert grown < RSS_BUDGET, "RSS grew by %.0f MiB (%d messages)" % (grown / MiB, chunks)
+        # The connection's budget (1 MiB) took one message or two before send() waited.
+        assert chunks <= readers * 4, chunks
+        assert wait_until(lambda: stats(server)["streaming"] == 0, timeout=30), stats(server)
+        served_meanwhile(server)
+        left_nothing_behind(server, before, fds_before)
+
+
 @pytest.mark.parametrize("chunk", [1024, 256 * 1024, 3 * MiB])
 def test_a_slow_reader_gets_every_byte(chunk):
     size = 12 * MiB

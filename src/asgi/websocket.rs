@@ -21,6 +21,7 @@ use crate::asgi::messages::{
 use crate::asgi::waiters::{self, client_disconnected, Channel};
 use crate::asgi::ws_send::{self, Payload, WsAction, WsEnd, WsFault};
 use crate::bridge::body::ResponseBody;
+use crate::bridge::budget::{Budgets, RoomWaiter};
 use crate::bridge::exchange::Exchange;
 use crate::bridge::waiters::Waiters;
 use crate::bridge::websocket::{CloseInfo, WsDecision, WsIn, WsOut, WsPhase, WsState};
@@ -173,7 +174,7 @@ fn payload(message: &Bound<'_, PyDict>) -> PyResult<WsOut> {
     match ws_send::payload(bytes, text).map_err(fault_error)? {
         Payload::Bytes(b) => Ok(WsOut::Binary(body_bytes(&b, "bytes")?)),
         Payload::Text(t) => match t.downcast::<PyString>() {
-            Ok(s) => Ok(WsOut::Text(s.to_str()?.to_owned())),
+            Ok(s) => Ok(WsOut::Text(Bytes::copy_from_slice(s.to_str()?.as_bytes()))),
             Err(_) => Err(PyTypeError::new_err(format!(
                 "'text' must be a str, got {}",
                 type_name(&t)
@@ -237,11 +238,45 @@ impl WebSocketProtocol {
         waiters::on_send_done(py, ex)
     }
 
+    /// The message just queued used up the connection's outgoing budget (bridge/budget.rs):
+    /// `send()` completes once the writer has written enough of what is queued, so a client
+    /// that stops reading holds at most the budget plus one message of ours.
+    #[cold]
+    fn wait_for_room(&self, py: Python<'_>, st: &mut WsState) -> PyResult<Py<PyAny>> {
+        let Some(budgets) = &st.out_budget else {
+            return Ok(self.ctx.done.clone_ref(py));
+        };
+        self.ex.arm_send();
+        let waiter: Arc<dyn RoomWaiter> = self.ex.clone();
+        if !budgets.wait_for_room(&Arc::downgrade(&waiter)) {
+            self.ex.disarm_send();
+            return Ok(self.ctx.done.clone_ref(py));
+        }
+        let fut = self.ctx.create_future.call0(py)?;
+        // Completed by the SendDone that room (or the client leaving) brings, as a
+        // backpressured send is (`waiters::on_send_done`).
+        self.ex
+            .send_ok
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        let waiters = st.waiters();
+        waiters.send = Some(fut.clone_ref(py));
+        waiters.send_in_flight = true;
+        Ok(fut)
+    }
+
     /// Carry out what the state machine decided (ws_send.rs).
     fn perform(&self, py: Python<'_>, st: &mut WsState, action: WsAction) -> PyResult<Py<PyAny>> {
         let answer = match action {
             WsAction::Frame { tx, frame } => {
-                return waiters::send_or_park(py, &self.ctx, &self.ex, st, &tx, frame);
+                let frame = match &st.out_budget {
+                    Some(budgets) => frame.charged(budgets),
+                    None => frame,
+                };
+                let sent = waiters::send_or_park(py, &self.ctx, &self.ex, st, &tx, frame)?;
+                if sent.is(&self.ctx.done) && st.out_budget.as_ref().is_some_and(Budgets::is_full) {
+                    return self.wait_for_room(py, st);
+                }
+                return Ok(sent);
             }
             WsAction::Nothing => return Ok(self.ctx.done.clone_ref(py)),
             WsAction::Forbid { tx, close } => {
@@ -332,6 +367,7 @@ impl WebSocketProtocol {
             return Err(client_disconnected());
         }
         st.opened(out_tx);
+        st.out_budget = Some(Budgets::new(self.ctx.config.limit_response_buffer, None));
         waiters::resolve_receivers(py, &self.ex, st)?;
         Ok(self.ctx.done.clone_ref(py))
     }

@@ -396,7 +396,7 @@ mod tests {
     /// What a queued frame is, as text.
     fn frame(out: WsOut) -> String {
         match out {
-            WsOut::Text(text) => format!("text {text:?}"),
+            WsOut::Text(text) => format!("text {:?}", String::from_utf8_lossy(&text)),
             WsOut::Binary(data) => format!("bytes {data:?}"),
             WsOut::Close { code, reason } => format!("close {code} {reason:?}"),
         }

@@ -114,6 +114,11 @@ impl<S: ExchangeState> Exchange<S> {
         self.flags.fetch_or(SEND_WAITING, Ordering::SeqCst);
     }
 
+    /// Loop side: the wait armed by `arm_send` is not needed after all.
+    pub(crate) fn disarm_send(&self) {
+        self.flags.fetch_and(!SEND_WAITING, Ordering::SeqCst);
+    }
+
     fn wake_sender(self: &Arc<Self>) {
         if self.flags.fetch_and(!SEND_WAITING, Ordering::SeqCst) & SEND_WAITING != 0 {
             self.send_done();

@@ -8,6 +8,7 @@ use http::{HeaderMap, StatusCode};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::bridge::body::ResponseBody;
+use crate::bridge::budget::Budgets;
 use crate::bridge::exchange::{Exchange, ExchangeState};
 use crate::bridge::waiters::Waiters;
 use crate::bridge::wakeup::Event;
@@ -21,9 +22,13 @@ pub(crate) enum WsIn {
 
 /// From the app's `send()` to the socket.
 pub(crate) enum WsOut {
-    Text(String),
+    /// UTF-8 (the app's str), as bytes so that it can carry a budget charge like `Binary`.
+    Text(Bytes),
     Binary(Bytes),
-    Close { code: u16, reason: String },
+    Close {
+        code: u16,
+        reason: String,
+    },
 }
 
 /// The app's answer to `websocket.connect`.
@@ -76,6 +81,20 @@ pub(crate) struct WsState {
     pub(crate) app_close: Option<CloseInfo>,
     pub(crate) waiters: Waiters,
     pub(crate) status: u16,
+    /// The bytes of outgoing messages not yet written, set at the accept
+    /// (`--limit-response-buffer` per connection): `send()` waits while it is used up.
+    pub(crate) out_budget: Option<Budgets>,
+}
+
+impl WsOut {
+    /// The message with its payload charged to `budgets` until the writer drops it.
+    pub(crate) fn charged(self, budgets: &Budgets) -> Self {
+        match self {
+            WsOut::Text(text) => WsOut::Text(budgets.charge(text)),
+            WsOut::Binary(data) => WsOut::Binary(budgets.charge(data)),
+            close @ WsOut::Close { .. } => close,
+        }
+    }
 }
 
 impl WsState {
@@ -90,6 +109,7 @@ impl WsState {
             app_close: None,
             waiters: Waiters::default(),
             status: 0,
+            out_budget: None,
         }
     }
 }

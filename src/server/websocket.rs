@@ -257,7 +257,7 @@ impl Session {
                 out = out_rx.recv(), if closing.is_none() => {
                     let sent = match out {
                         Some(WsOut::Text(text)) => {
-                            self.writer.message(&mut self.io, true, text.as_bytes()).await
+                            self.writer.message(&mut self.io, true, &text).await
                         }
                         Some(WsOut::Binary(data)) => {
                             self.writer.message(&mut self.io, false, &data).await

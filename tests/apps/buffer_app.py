@@ -31,6 +31,21 @@ async def forever(send):
         stats["streaming"] -= 1
 
 
+async def websocket_forever(receive, send):
+    """1 MiB binary messages for as long as the client is there."""
+    await receive()  # websocket.connect
+    await send({"type": "websocket.accept"})
+    stats["streaming"] += 1
+    try:
+        while True:
+            await send({"type": "websocket.send", "bytes": CHUNK})
+            stats["chunks"] += 1
+    except OSError:  # ClientDisconnected
+        pass
+    finally:
+        stats["streaming"] -= 1
+
+
 def _pattern(i, size):
     return hashlib.sha256(b"%d" % i).digest() * (size // 32)
 
@@ -65,6 +80,9 @@ async def app(scope, receive, send):
             else:
                 await send({"type": "lifespan.shutdown.complete"})
                 return
+    if scope["type"] == "websocket":
+        await websocket_forever(receive, send)
+        return
     path = scope["path"]
     query = parse_qs(scope["query_string"].decode())
     if path == "/forever":
