@@ -150,8 +150,13 @@ class _Seconds(click.ParamType):
 
 
 def _option(*decls: str, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
-    """``click.option`` that shows its FERROCORN_* variable in --help."""
+    """``click.option`` that shows its FERROCORN_* variable in --help, and whole-number
+    defaults of float options the same way as int ones (``30``, not ``30.0``)."""
     kwargs.setdefault("show_envvar", True)
+    default = kwargs.get("default")
+    if isinstance(default, float) and default.is_integer():
+        # The option's type converts it back to a float; only --help reads it as given.
+        kwargs["default"] = int(default)
     return click.option(*decls, **kwargs)
 
 
