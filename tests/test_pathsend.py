@@ -6,6 +6,7 @@ and through Starlette's FileResponse, bit-exact, with the failures the extension
 import hashlib
 import os
 import socket
+import ssl
 import threading
 
 import httpx
@@ -139,7 +140,7 @@ def test_starlette_file_response_uses_pathsend(files, tls):
     if tls:
         c = certs()
         flags += ["--ssl-certfile", c.path("server.pem"), "--ssl-keyfile", c.path("server.key")]
-        kwargs["verify"] = c.ca_pem
+        kwargs["verify"] = ssl.create_default_context(cafile=c.ca_pem)
     with start_server(STARLETTE, *flags, env={"PATHSEND_DIR": str(d)}) as server:
         base = ("https://localhost:%d" if tls else "http://127.0.0.1:%d") % server.port
         for http2 in (False, True):
