@@ -193,7 +193,8 @@ def test_floods_leave_nothing_behind():
             for _ in range(3):
                 goaway = goaway_after_flood(srv.port, kind)
                 assert goaway is not None and goaway.error_code == ENHANCE_YOUR_CALM, kind
-        assert wait_until(lambda: _fds(srv.pid) == fds_before, timeout=10), _fds(srv.pid)
+        # At most as many: the baseline may still have counted a closing connection.
+        assert wait_until(lambda: _fds(srv.pid) <= fds_before, timeout=10), _fds(srv.pid)
         assert wait_until(lambda: _rss(srv.pid) <= rss_before * 1.1, timeout=30), (
             "RSS %d KiB, was %d KiB" % (_rss(srv.pid) >> 10, rss_before >> 10)
         )

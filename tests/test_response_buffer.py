@@ -45,7 +45,8 @@ def left_nothing_behind(server, rss_before, fds_before):
     assert wait_until(lambda: rss(server.pid) <= rss_before * 1.1, timeout=30), (
         "RSS %.1f MiB, was %.1f" % (rss(server.pid) / MiB, rss_before / MiB)
     )
-    assert wait_until(lambda: fds(server.pid) == fds_before, timeout=10), fds(server.pid)
+    # At most as many: the baseline may still have counted a closing connection of its own.
+    assert wait_until(lambda: fds(server.pid) <= fds_before, timeout=10), fds(server.pid)
 
 
 def stats(server):
