@@ -7,6 +7,7 @@ idle limits still hold, and a draining server closes it like any idle connection
 
 import json
 import socket
+import sys
 import time
 
 import pytest
@@ -177,7 +178,9 @@ def test_parked_connections_give_their_memory_back():
     buffer, a touched page each) and its connection state: ~9 KiB of resident memory per
     connection measured. Without parking the server's RSS does not fall once the connections
     are idle; this asks for a third of the measured drop (PyPy's own heap moves by a few MB
-    meanwhile, hence so many connections)."""
+    meanwhile, hence so many connections). Measured 2026-12-01: CPython 11.9 KiB per
+    connection; PyPy 2.5-2.7 KiB, its busy RSS 52 MB lower than before the byte budgets and
+    the loop thread's memory release (3.9 KiB then), so PyPy is asked for 2 KiB."""
     count = 3000
     with start_server("tests.apps.basic:app", "--timeout-keep-alive", "60") as server:
         socks = []
@@ -193,7 +196,8 @@ def test_parked_connections_give_their_memory_back():
             busy = server.rss_kb()
             time.sleep(PARKED + 1)
             parked = server.rss_kb()
-            assert busy - parked > 3 * count, (busy, parked)
+            per_connection = 2 if sys.implementation.name == "pypy" else 3
+            assert busy - parked > per_connection * count, (busy, parked)
             # And every connection is still there to serve.
             for s in socks[:: count // 10]:
                 conn = RawConnection(sock=s)
