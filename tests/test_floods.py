@@ -9,7 +9,6 @@ Before the budget, with the server pinned to one core, a SETTINGS flood held a p
 request on another connection for 1.4 s (median) and a PING flood for up to 7.3 s.
 """
 
-import os
 import threading
 import time
 
@@ -20,6 +19,7 @@ from hyperframe.frame import Frame, GoAwayFrame
 from tests.support import h2frames as f
 from tests.support.h2client import H2Client
 from tests.support.helpers import start_server, wait_until
+from tests.support.hostile import fd_count
 from tests.support.wsraw import BINARY, CLOSE, CONT, RawWebSocket, encode_frame
 
 ENHANCE_YOUR_CALM = 0xB
@@ -180,7 +180,7 @@ def test_floods_leave_nothing_behind():
         with httpx.Client(base_url=srv.url, timeout=10) as client:
             for _ in range(50):
                 client.get("/hello")
-        rss_before, fds_before = _rss(srv.pid), _fds(srv.pid)
+        rss_before, fds_before = srv.rss_kb() * 1024, fd_count(srv.pid)
         for kind in (
             "ping",
             "settings",
@@ -194,22 +194,10 @@ def test_floods_leave_nothing_behind():
                 goaway = goaway_after_flood(srv.port, kind)
                 assert goaway is not None and goaway.error_code == ENHANCE_YOUR_CALM, kind
         # At most as many: the baseline may still have counted a closing connection.
-        assert wait_until(lambda: _fds(srv.pid) <= fds_before, timeout=10), _fds(srv.pid)
-        assert wait_until(lambda: _rss(srv.pid) <= rss_before * 1.1, timeout=30), (
-            "RSS %d KiB, was %d KiB" % (_rss(srv.pid) >> 10, rss_before >> 10)
+        assert wait_until(lambda: fd_count(srv.pid) <= fds_before, timeout=10), fd_count(srv.pid)
+        assert wait_until(lambda: srv.rss_kb() * 1024 <= rss_before * 1.1, timeout=30), (
+            "RSS %d KiB, was %d KiB" % (srv.rss_kb() * 1024 >> 10, rss_before >> 10)
         )
         with httpx.Client(base_url=srv.url, timeout=10) as client:
             for _ in range(50):
                 assert client.get("/hello").text == "hello world"
-
-
-def _rss(pid):
-    with open("/proc/%d/status" % pid) as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
-
-
-def _fds(pid):
-    return len(os.listdir("/proc/%d/fd" % pid))

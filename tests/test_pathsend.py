@@ -113,23 +113,15 @@ def test_a_big_download_holds_little_memory(files):
         f.truncate(size)
     with start_server(RAW, "--no-access-log", env={"PATHSEND_DIR": str(d)}) as server:
         httpx.get(server.url + "/extensions", timeout=10)
-        before = _rss(server.pid)
+        before = server.rss_kb() * 1024
         peak = before
         with httpx.stream("GET", server.url + "/", params={"path": "sparse.bin"}, timeout=60) as r:
             got = 0
             for chunk in r.iter_bytes(1 << 20):
                 got += len(chunk)
-                peak = max(peak, _rss(server.pid))
+                peak = max(peak, server.rss_kb() * 1024)
     assert got == size
     assert peak - before < 32 * MiB, "RSS grew by %.1f MiB" % ((peak - before) / MiB)
-
-
-def _rss(pid):
-    with open("/proc/%d/status" % pid) as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS")
 
 
 @pytest.mark.parametrize("tls", [False, True])

@@ -9,7 +9,6 @@ Without the byte budget each stalled response held about 10 of them (8 queued, 1
 """
 
 import hashlib
-import os
 import socket
 import time
 
@@ -20,6 +19,7 @@ import pytest
 from tests.apps.buffer_app import expected
 from tests.support.h2client import H2Client
 from tests.support.helpers import start_server, wait_until
+from tests.support.hostile import fd_count
 
 APP = "tests.apps.buffer_app:app"
 MiB = 1 << 20
@@ -27,26 +27,14 @@ MiB = 1 << 20
 RSS_BUDGET = 128 * MiB
 
 
-def rss(pid):
-    with open("/proc/%d/status" % pid) as status:
-        for line in status:
-            if line.startswith("VmRSS:"):
-                return int(line.split()[1]) * 1024
-    raise AssertionError("no VmRSS for %d" % pid)
-
-
-def fds(pid):
-    return len(os.listdir("/proc/%d/fd" % pid))
-
-
 def left_nothing_behind(server, rss_before, fds_before):
     """RSS back within 10% of its level before the attack (the loop thread hands freed memory
     back once a second: Core.release_memory), and no descriptor left open."""
-    assert wait_until(lambda: rss(server.pid) <= rss_before * 1.1, timeout=30), (
-        "RSS %.1f MiB, was %.1f" % (rss(server.pid) / MiB, rss_before / MiB)
+    assert wait_until(lambda: server.rss_kb() * 1024 <= rss_before * 1.1, timeout=30), (
+        "RSS %.1f MiB, was %.1f" % (server.rss_kb() * 1024 / MiB, rss_before / MiB)
     )
     # At most as many: the baseline may still have counted a closing connection of its own.
-    assert wait_until(lambda: fds(server.pid) <= fds_before, timeout=10), fds(server.pid)
+    assert wait_until(lambda: fd_count(server.pid) <= fds_before, timeout=10), fd_count(server.pid)
 
 
 def stats(server):
@@ -83,52 +71,54 @@ def served_meanwhile(server):
             assert response.status_code == 200 and response.text == "ok"
 
 
-def test_stalled_http11_readers_do_not_grow_memory():
-    readers = 64
+def stall(open_clients, streaming):
+    """Serve the app to clients that stop reading (``open_clients(port)`` opens them and
+    returns what to close) until every one of the ``streaming`` responses waits in send();
+    checks that the worker grew by less than ``RSS_BUDGET`` meanwhile, served others, and
+    once the clients left gave memory and descriptors back. Returns the chunks the app got
+    out."""
     with start_server(APP, "--no-access-log") as server:
         served_meanwhile(server)  # warm: the baseline includes what serving needs anyway
-        before = rss(server.pid)
-        fds_before = fds(server.pid)
-        socks = [stalled_reader(server.port) for _ in range(readers)]
+        before = server.rss_kb() * 1024
+        fds_before = fd_count(server.pid)
+        clients = open_clients(server.port)
         try:
-            chunks = settled_chunks(server, readers)
-            grown = rss(server.pid) - before
+            chunks = settled_chunks(server, streaming)
+            grown = server.rss_kb() * 1024 - before
             served_meanwhile(server)
         finally:
-            for sock in socks:
-                sock.close()
+            for client in clients:
+                client.close()
         assert grown < RSS_BUDGET, "RSS grew by %.0f MiB (%d chunks)" % (grown / MiB, chunks)
-        # Every response got one chunk or two out before its send() had to wait.
-        assert chunks <= readers * 3, chunks
         # The stalled responses end when their clients go; the server carries on, and gives
         # the memory and descriptors back.
         assert wait_until(lambda: stats(server)["streaming"] == 0, timeout=30), stats(server)
         served_meanwhile(server)
         left_nothing_behind(server, before, fds_before)
+    return chunks
+
+
+def test_stalled_http11_readers_do_not_grow_memory():
+    readers = 64
+    chunks = stall(lambda port: [stalled_reader(port) for _ in range(readers)], readers)
+    # Every response got one chunk or two out before its send() had to wait.
+    assert chunks <= readers * 3, chunks
+
+
+def zero_window_streams(port, streams):
+    """One HTTP/2 connection whose streams never get any window."""
+    client = H2Client(port, settings={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0})
+    client.receive_once()  # the server's SETTINGS and the ACK of ours
+    for _ in range(streams):
+        client.request("GET", "/forever")
+    return [client]
 
 
 def test_http2_streams_at_zero_window_do_not_grow_memory():
     streams = 100
-    with start_server(APP, "--no-access-log") as server:
-        served_meanwhile(server)
-        before = rss(server.pid)
-        fds_before = fds(server.pid)
-        client = H2Client(server.port, settings={h2.settings.SettingCodes.INITIAL_WINDOW_SIZE: 0})
-        try:
-            client.receive_once()  # the server's SETTINGS and the ACK of ours
-            for _ in range(streams):
-                client.request("GET", "/forever")
-            chunks = settled_chunks(server, streams)
-            grown = rss(server.pid) - before
-            served_meanwhile(server)
-        finally:
-            client.close()
-        assert grown < RSS_BUDGET, "RSS grew by %.0f MiB (%d chunks)" % (grown / MiB, chunks)
-        # The connection's budget (4 MiB by default) is shared by its streams.
-        assert chunks <= 8, chunks
-        assert wait_until(lambda: stats(server)["streaming"] == 0, timeout=30), stats(server)
-        served_meanwhile(server)
-        left_nothing_behind(server, before, fds_before)
+    chunks = stall(lambda port: zero_window_streams(port, streams), streams)
+    # The connection's budget (4 MiB by default) is shared by its streams.
+    assert chunks <= 8, chunks
 
 
 def stalled_websocket(port):
@@ -145,24 +135,9 @@ def stalled_websocket(port):
 
 def test_stalled_websocket_readers_do_not_grow_memory():
     readers = 32
-    with start_server(APP, "--no-access-log") as server:
-        served_meanwhile(server)
-        before = rss(server.pid)
-        fds_before = fds(server.pid)
-        socks = [stalled_websocket(server.port) for _ in range(readers)]
-        try:
-            chunks = settled_chunks(server, readers)
-            grown = rss(server.pid) - before
-            served_meanwhile(server)
-        finally:
-            for sock in socks:
-                sock.close()
-        assert grown < RSS_BUDGET, "RSS grew by %.0f MiB (%d messages)" % (grown / MiB, chunks)
-        # The connection's budget (1 MiB) took one message or two before send() waited.
-        assert chunks <= readers * 4, chunks
-        assert wait_until(lambda: stats(server)["streaming"] == 0, timeout=30), stats(server)
-        served_meanwhile(server)
-        left_nothing_behind(server, before, fds_before)
+    chunks = stall(lambda port: [stalled_websocket(port) for _ in range(readers)], readers)
+    # The connection's budget (1 MiB) took one message or two before send() waited.
+    assert chunks <= readers * 4, chunks
 
 
 @pytest.mark.parametrize("chunk", [1024, 256 * 1024, 3 * MiB])

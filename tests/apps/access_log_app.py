@@ -4,6 +4,8 @@ a logging filter that marks the lines Python's logging handled (" [py]")."""
 import logging
 import os
 
+from tests.apps.common import lifespan
+
 
 class MarkFilter(logging.Filter):
     def filter(self, record):
@@ -21,13 +23,8 @@ if os.environ.get("ACCESS_APP_FILTER_AT_IMPORT"):
 
 async def app(scope, receive, send):
     if scope["type"] == "lifespan":
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            else:
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+        await lifespan(scope, receive, send)
+        return
     if scope["type"] == "websocket":
         await receive()
         await send({"type": "websocket.accept"})

@@ -5,6 +5,8 @@ import hashlib
 import json
 from urllib.parse import parse_qs
 
+from tests.apps.common import lifespan
+
 MiB = 1 << 20
 # One object sent again and again: only the server's copies cost memory.
 CHUNK = b"x" * MiB
@@ -73,13 +75,8 @@ def expected(size, chunk):
 
 async def app(scope, receive, send):
     if scope["type"] == "lifespan":
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            else:
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+        await lifespan(scope, receive, send)
+        return
     if scope["type"] == "websocket":
         await websocket_forever(receive, send)
         return

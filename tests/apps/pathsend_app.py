@@ -9,6 +9,8 @@ from starlette.applications import Starlette
 from starlette.responses import FileResponse
 from starlette.routing import Route
 
+from tests.apps.common import lifespan
+
 DIR = os.environ.get("PATHSEND_DIR", "/tmp")
 
 
@@ -18,13 +20,8 @@ def _query(scope):
 
 async def raw(scope, receive, send):
     if scope["type"] == "lifespan":
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            else:
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+        await lifespan(scope, receive, send)
+        return
     query = _query(scope)
     if scope["path"] == "/extensions":
         body = json.dumps(sorted(scope["extensions"])).encode()

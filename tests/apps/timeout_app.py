@@ -4,16 +4,13 @@ import asyncio
 import sys
 from urllib.parse import parse_qs
 
+from tests.apps.common import lifespan
+
 
 async def app(scope, receive, send):
     if scope["type"] == "lifespan":
-        while True:
-            message = await receive()
-            if message["type"] == "lifespan.startup":
-                await send({"type": "lifespan.startup.complete"})
-            else:
-                await send({"type": "lifespan.shutdown.complete"})
-                return
+        await lifespan(scope, receive, send)
+        return
     if scope["type"] == "websocket":
         await receive()
         await send({"type": "websocket.accept"})
