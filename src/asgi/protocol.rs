@@ -110,6 +110,16 @@ fn open_file(path: &std::path::Path) -> PyResult<FileSource> {
     })
 }
 
+/// A `send()` while the previous one still waits for room would overtake it.
+fn refuse_overlapping_send(st: &HttpState) -> PyResult<()> {
+    if st.deferred.is_some() {
+        return Err(PyRuntimeError::new_err(
+            "send() called before the previous send() finished",
+        ));
+    }
+    Ok(())
+}
+
 /// What `receive()` has for the app right now.
 pub(crate) enum Incoming {
     Request(Bytes, bool),
@@ -281,11 +291,7 @@ impl HttpProtocol {
         let kind = message_type(message)?;
         let kind = kind.to_str()?;
         let mut st = this.ex.state();
-        if st.deferred.is_some() {
-            return Err(PyRuntimeError::new_err(
-                "send() called before the previous send() finished",
-            ));
-        }
+        refuse_overlapping_send(&st)?;
         match kind {
             "http.response.start" => {
                 this.check_start(&st)?;
@@ -330,11 +336,7 @@ impl HttpProtocol {
     ) -> PyResult<Py<PyAny>> {
         let this = slf.get();
         let mut st = this.ex.state();
-        if st.deferred.is_some() {
-            return Err(PyRuntimeError::new_err(
-                "send() called before the previous send() finished",
-            ));
-        }
+        refuse_overlapping_send(&st)?;
         if this.must_wait(&st) {
             let deferred = DeferredMessage::Body(body.clone().unbind(), more_body);
             if let Some(waits) = this.defer(slf, &mut st, deferred, future)? {

@@ -38,6 +38,14 @@ impl ConnCtx {
         }
     }
 
+    /// Who the client is, for a log line: "host:port", or what a Unix socket peer is.
+    pub(crate) fn peer_text(&self) -> String {
+        match self.info.peer {
+            Some(peer) => crate::bridge::pending::host_port(&peer),
+            None => "a Unix socket client".to_owned(),
+        }
+    }
+
     /// Writes go straight out from now on (see `IoSignals`).
     pub(crate) fn disable_corking(&self) {
         self.signals.disable_corking();

@@ -241,10 +241,7 @@ pub(crate) async fn serve_connection<S>(
 /// The log line for a connection `H2Guard` closes.
 fn flood_warning(ctx: &ConnCtx) -> impl FnOnce(u64) + Send + 'static {
     let wakeup = ctx.shared.wakeup.clone();
-    let peer = match ctx.info.peer {
-        Some(peer) => crate::bridge::pending::host_port(&peer),
-        None => "a Unix socket client".to_owned(),
-    };
+    let peer = ctx.peer_text();
     move |charged| {
         let text = format!(
             "HTTP/2 connection from {peer} closed with ENHANCE_YOUR_CALM: {charged} frames \

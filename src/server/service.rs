@@ -145,11 +145,7 @@ fn refuse_websocket(conn: &ConnCtx, refusal: Refusal) -> Response<ResponseBody> 
 }
 
 fn warn_limit(conn: &ConnCtx, status: StatusCode, why: std::fmt::Arguments<'_>) {
-    let peer = match conn.info.peer {
-        Some(peer) => crate::bridge::pending::host_port(&peer),
-        None => "a Unix socket client".to_owned(),
-    };
-    let text = format!("{} from {peer}: {why}", status.as_u16());
+    let text = format!("{} from {}: {why}", status.as_u16(), conn.peer_text());
     conn.shared
         .wakeup
         .push(Event::Warning(Box::new(Warning(text))));
