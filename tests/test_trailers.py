@@ -1,16 +1,18 @@
-"""Response trailers: sent on HTTP/2 (h2c prior knowledge) as a trailing HEADERS frame,
-advertised only there; on HTTP/1.1 they are accepted and dropped; invalid trailer messages
-raise the documented errors."""
+"""Response trailers: sent on HTTP/2 (h2c prior knowledge) as a trailing HEADERS frame, and on
+HTTP/1.1 after the last chunk when the request says ``TE: trailers`` (advertised exactly
+there); otherwise accepted and dropped; invalid trailer messages raise the documented
+errors."""
 
 import hashlib
 import json
 import time
+from urllib.parse import quote
 
 import httpx
 import pytest
 
 from tests.support.h2client import H2Client
-from tests.support.helpers import RawConnection, request_bytes, wait_until
+from tests.support.helpers import IncompleteResponse, RawConnection, request_bytes, wait_until
 
 APP = "tests.apps.trailers_app:app"
 BODY3 = b"part-0;part-1;part-2;"
@@ -41,15 +43,21 @@ def h2_report(client, rid, timeout=10.0):
 # ---------------------------------------------------------------- advertising
 
 
-def test_extension_advertised_on_h2_only(server):
+def test_extension_advertised_where_trailers_reach_the_client(server):
     with H2Client(server.port) as client:
         scope = json.loads(bytes(client.get("/scope").data))
     assert scope == {"http_version": "2", "trailers": {}}
-    scope = httpx.get(f"http://127.0.0.1:{server.port}/scope").json()
-    assert scope == {"http_version": "1.1", "trailers": None}
-    # Even a client that accepts trailers does not get them over HTTP/1.1.
-    scope = httpx.get(f"http://127.0.0.1:{server.port}/scope", headers={"TE": "trailers"}).json()
-    assert scope["trailers"] is None
+    url = f"http://127.0.0.1:{server.port}/scope"
+    assert httpx.get(url).json() == {"http_version": "1.1", "trailers": None}
+    for te in ("trailers", "gzip, Trailers"):
+        scope = httpx.get(url, headers={"TE": te}).json()
+        assert scope == {"http_version": "1.1", "trailers": {}}, te
+    assert httpx.get(url, headers={"TE": "gzip"}).json()["trailers"] is None
+    # HTTP/1.0 has no chunked framing to carry them.
+    with RawConnection(server.port) as conn:
+        conn.send(b"GET /scope HTTP/1.0\r\nTE: trailers\r\n\r\n")
+        resp = conn.read_response()
+    assert json.loads(resp.body) == {"http_version": "1.0", "trailers": None}
 
 
 # ---------------------------------------------------------------- HTTP/2
@@ -144,44 +152,107 @@ def test_h2_invalid_messages(server, kind, exc, msg):
 # ---------------------------------------------------------------- HTTP/1.1
 
 
-def test_h1_trailers_dropped_body_intact(server):
-    url = f"http://127.0.0.1:{server.port}"
-    with httpx.Client() as client:
-        for path in (
-            "/trailers?parts=1",
-            "/trailers?parts=3&splits=3",
-            "/empty",
-            "/forgot",
-            "/raise",
-        ):
-            resp = client.get(url + path, headers={"TE": "trailers"})
-            assert resp.status_code == 200
-        assert client.get(url + "/trailers").content == BODY3
+NAMED = "x-checksum, x-trailer, x-extra"
+NAMED_Q = quote(NAMED)
 
 
-@pytest.mark.parametrize("te", [None, "trailers"])
-def test_h1_wire_has_no_trailer_fields(server, te):
-    headers = [("TE", te)] if te else []
+def h1_get(conn, path, te=True):
+    conn.send(request_bytes("GET", path, [("TE", "trailers")] if te else []))
+    return conn.read_response()
+
+
+@pytest.mark.parametrize("parts, splits", [(1, 1), (3, 1), (3, 3)])
+def test_h1_trailers_after_the_last_chunk(server, parts, splits):
+    body = b"".join(b"part-%d;" % i for i in range(parts))
     with RawConnection(server.port) as conn:
-        for path in ("/trailers?parts=3", "/trailers?parts=1", "/forgot"):
-            conn.send(request_bytes("GET", path, headers))
-            resp = conn.read_response()
-            assert resp.status == 200 and resp.complete is not False
-            assert resp.header("trailer") is None
-        # Keep-alive survives: the framing was right.
-        conn.send(request_bytes("GET", "/trailers?parts=3"))
-        resp = conn.read_response()
-        assert resp.body == BODY3
-        # Nothing after the last response (no stray trailer section).
+        resp = h1_get(conn, f"/trailers?parts={parts}&splits={splits}&named={NAMED_Q}")
+        assert resp.status == 200 and resp.framing == "chunked"
+        assert resp.header("trailer") == NAMED
+        assert resp.body == body
+        expected = [(n, v) for n, v in TRAILERS]
+        expected[0] = ("x-checksum", hashlib.sha256(body).hexdigest())
+        assert resp.trailers == expected
+        # The framing was right: the connection serves the next request.
+        again = h1_get(conn, f"/trailers?named={NAMED_Q}")
+        assert again.body == BODY3 and again.trailers == TRAILERS
         assert not conn.buf
 
 
-@pytest.mark.parametrize("kind, exc, msg", ERRORS, ids=[e[0] for e in ERRORS])
-def test_h1_invalid_messages(server, kind, exc, msg):
+def test_h1_declared_length_becomes_chunked_when_trailers_go(server):
+    """Trailers follow only a chunked body: the app's Content-Length is checked, not sent."""
+    with RawConnection(server.port) as conn:
+        resp = h1_get(conn, f"/trailers?length=1&named={NAMED_Q}")
+        assert resp.framing == "chunked" and resp.header("content-length") is None
+        assert resp.body == BODY3 and resp.trailers == TRAILERS
+        # Without TE: trailers the same response keeps its length and has no trailers.
+        resp = h1_get(conn, f"/trailers?length=1&named={NAMED_Q}", te=False)
+        assert resp.framing == "content-length" and resp.body == BODY3
+        assert resp.trailers == []
+
+
+def test_h1_only_named_fields_are_sent(server):
+    with RawConnection(server.port) as conn:
+        resp = h1_get(conn, "/trailers?named=x-trailer")
+        assert resp.body == BODY3 and resp.trailers == [("x-trailer", "yes")]
+
+
+def test_h1_unnamed_trailers_dropped_with_one_warning(server):
+    start = len(server.output())
+    with RawConnection(server.port) as conn:
+        for _ in range(2):
+            resp = h1_get(conn, "/trailers?parts=3")
+            assert resp.body == BODY3 and resp.trailers == []
+    wait_until(lambda: "without a 'trailer' header" in server.output()[start:], timeout=5)
+    assert server.output()[start:].count("without a 'trailer' header") == 1
+
+
+def test_h1_without_te_no_trailer_fields(server):
+    with RawConnection(server.port) as conn:
+        for path in ("/trailers?parts=3", f"/trailers?parts=1&named={NAMED_Q}", "/forgot"):
+            resp = h1_get(conn, path, te=False)
+            assert resp.status == 200 and resp.complete is not False
+            assert resp.trailers == []
+        resp = h1_get(conn, "/trailers?parts=3", te=False)
+        assert resp.body == BODY3
+        assert not conn.buf
+
+
+@pytest.mark.parametrize("te", [False, True])
+def test_h1_empty_or_missing_trailers_end_cleanly(server, te):
+    with RawConnection(server.port) as conn:
+        resp = h1_get(conn, "/empty", te=te)
+        assert resp.body == b"no trailers" and resp.trailers == []
+        resp = h1_get(conn, "/forgot", te=te)
+        assert resp.body == b"body done" and resp.trailers == []
+        assert h1_get(conn, f"/trailers?named={NAMED_Q}", te=te).body == BODY3
+
+
+def test_h1_raise_after_body_aborts_only_with_trailers_due(server):
     url = f"http://127.0.0.1:{server.port}"
+    # Trailers cannot follow: the body is whole, the response ends cleanly.
+    assert httpx.get(url + "/raise").content == b"body"
+    # Trailers were due: the connection is aborted, never a clean end (hyper may drop the
+    # buffered head and body with it, or cut the chunked body short).
+    with RawConnection(server.port) as conn:
+        conn.send(request_bytes("GET", "/raise", [("TE", "trailers")]))
+        try:
+            resp = conn.read_response()
+        except IncompleteResponse:
+            resp = None
+        assert resp is None
+    assert httpx.get(url + "/trailers").content == BODY3
+
+
+@pytest.mark.parametrize("te", [False, True], ids=["no-te", "te-trailers"])
+@pytest.mark.parametrize("kind, exc, msg", ERRORS, ids=[e[0] for e in ERRORS])
+def test_h1_invalid_messages(server, kind, exc, msg, te):
+    """The same validation as on HTTP/2, whether or not the trailers can go out."""
+    url = f"http://127.0.0.1:{server.port}"
+    rid = f"h1-{kind}-{te}"
+    headers = {"TE": "trailers"} if te else {}
     with httpx.Client() as client:
-        resp = client.get(f"{url}/broken?kind={kind}&id=h1-{kind}")
+        resp = client.get(f"{url}/broken?kind={kind}&id={rid}", headers=headers)
         assert resp.status_code == 200 and resp.content == b"body"
-        report = client.get(f"{url}/report?id=h1-{kind}").json()
+        report = client.get(f"{url}/report?id={rid}").json()
     assert report["exc"] == exc, report
     assert msg in report["msg"], report

@@ -120,6 +120,7 @@ impl Dispatcher {
             uri: req.head.uri.clone(),
             version: req.head.version,
             peer: req.conn.peer,
+            trailers: req.trailers,
         };
         let proto = Bound::new(
             py,

@@ -7,7 +7,7 @@
 //! decides, and raises what it refuses.
 
 use std::net::SocketAddr;
-use std::sync::atomic::AtomicU64;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -20,6 +20,7 @@ use pyo3::types::{PyBool, PyBytes, PyDict};
 use tokio::sync::mpsc::error::TryRecvError;
 
 use crate::asgi::access::{self, version_text, CallAccess};
+use crate::asgi::errors::log_warning;
 use crate::asgi::loop_ctx::LoopCtx;
 use crate::asgi::messages::{
     as_dict, body_bytes, message_type, parse_pathsend, parse_response_body, parse_response_start,
@@ -43,7 +44,12 @@ pub(crate) struct RequestLine {
     pub(crate) uri: Uri,
     pub(crate) version: Version,
     pub(crate) peer: Option<SocketAddr>,
+    /// Response trailers can reach the client (`PendingRequest::trailers`).
+    pub(crate) trailers: bool,
 }
+
+/// The warning about HTTP/1.1 trailers without a `Trailer` field is logged once per process.
+static UNNAMED_TRAILERS_WARNED: AtomicBool = AtomicBool::new(false);
 
 #[pyclass(frozen, module = "ferrocorn._ferrocorn")]
 pub(crate) struct HttpProtocol {
@@ -228,12 +234,11 @@ impl HttpProtocol {
         Some(CloseGuard::new(self.ex.clone()))
     }
 
-    /// Whether promised trailers can reach the client. Only HTTP/2 (where
-    /// `extensions["http.response.trailers"]` is advertised): hyper's HTTP/1 server writes
-    /// trailers only with `TE: trailers` plus a matching `Trailer` response header and
-    /// silently drops them otherwise, so HTTP/1 does not offer them at all.
+    /// Whether promised trailers can reach the client (where
+    /// `extensions["http.response.trailers"]` is advertised): HTTP/2, and HTTP/1.1 with
+    /// `TE: trailers` — hyper's HTTP/1 server drops them without it.
     fn carries_trailers(&self) -> bool {
-        self.line.version == Version::HTTP_2
+        self.line.trailers
     }
 
     /// Promised trailers never came: end the body cleanly without them rather than abort,
@@ -491,7 +496,25 @@ impl HttpProtocol {
     ) -> PyResult<Py<PyAny>> {
         st.response_start(status, headers, trailers, self.ex.is_closed())
             .map_err(fault_error)?;
+        if trailers && self.line.trailers && self.line.version != Version::HTTP_2 {
+            self.chunk_for_trailers(py, st);
+        }
         Ok(self.ctx.done.clone_ref(py))
+    }
+
+    /// HTTP/1.1 trailers go in a chunked body, naming their fields in the head's `Trailer`
+    /// field. Without one they cannot be sent (hyper writes only named fields): the app
+    /// hears of it once per process, in the log.
+    #[cold]
+    fn chunk_for_trailers(&self, py: Python<'_>, st: &mut HttpState) {
+        if !st.chunk_for_trailers() && !UNNAMED_TRAILERS_WARNED.swap(true, Ordering::Relaxed) {
+            let _ = log_warning(
+                py,
+                "An HTTP/1.1 response promised trailers without a 'trailer' header naming \
+                 them: over HTTP/1.1 only the trailer fields named there are sent, so these \
+                 are dropped (logged once)",
+            );
+        }
     }
 
     /// A validated `http.response.body`.

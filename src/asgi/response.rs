@@ -16,7 +16,7 @@ use crate::bridge::body::{BodyRx, BodyTx, OutChunk};
 use crate::bridge::file_body::FileSource;
 use crate::bridge::http_state::{HttpState, ResponsePhase, ResponseSender};
 use bytes::Bytes;
-use http::header::CONTENT_LENGTH;
+use http::header::{CONTENT_LENGTH, TRAILER};
 use http::{HeaderMap, HeaderValue, StatusCode};
 
 /// A message the app may not send now, or whose content contradicts its own headers.
@@ -243,8 +243,30 @@ impl HttpState {
         Ok(())
     }
 
-    /// `http.response.body`. `carries_trailers`: the transport can send trailers (HTTP/2),
-    /// so promised ones keep the body stream open past the last data.
+    /// HTTP/1.1 with trailers promised and accepted: they can follow only a chunked body, so
+    /// a Content-Length the app declared is still checked against the body but not sent.
+    /// Returns whether the head names its trailer fields in `Trailer` (RFC 9110 §6.6.2):
+    /// hyper's HTTP/1 server writes only the fields named there.
+    pub(crate) fn chunk_for_trailers(&mut self) -> bool {
+        let ResponsePhase::Held {
+            status, headers, ..
+        } = &mut self.response
+        else {
+            return true;
+        };
+        let no_body = self.is_head
+            || *status == StatusCode::NO_CONTENT
+            || *status == StatusCode::NOT_MODIFIED;
+        if no_body {
+            return true;
+        }
+        headers.remove(CONTENT_LENGTH);
+        headers.contains_key(TRAILER)
+    }
+
+    /// `http.response.body`. `carries_trailers`: the transport can send trailers (HTTP/2, or
+    /// HTTP/1.1 with `TE: trailers`), so promised ones keep the body stream open past the
+    /// last data.
     #[inline]
     pub(crate) fn response_body(
         &mut self,

@@ -112,11 +112,11 @@ impl ScopeFactory {
             scope.set_item(intern!(py, "scheme"), intern!(py, "https"))?;
         }
         // Always present, a fresh dict per request (apps may add to it), holding what works on
-        // this connection. Trailers are advertised only where they reach the client: HTTP/1.x
-        // would need `TE: trailers` and a `Trailer` header, and hyper drops them otherwise.
+        // this connection. Trailers are advertised only where they reach the client: HTTP/2,
+        // and HTTP/1.1 when the request says `TE: trailers` (hyper drops them otherwise).
         let extensions = PyDict::new(py);
         extensions.set_item(intern!(py, "http.response.pathsend"), PyDict::new(py))?;
-        if head.version == Version::HTTP_2 {
+        if req.trailers {
             extensions.set_item(intern!(py, "http.response.trailers"), PyDict::new(py))?;
         }
         scope.set_item(intern!(py, "extensions"), extensions)?;

@@ -51,6 +51,9 @@ pub(crate) struct PendingRequest {
     pub(crate) head: http::request::Parts,
     pub(crate) conn: Arc<ConnInfo>,
     pub(crate) exchange: Arc<Exchange<HttpState>>,
+    /// Response trailers can reach the client (`http::headers::trailers_reach_client`):
+    /// decided off the loop thread, read by the scope and the response.
+    pub(crate) trailers: bool,
 }
 
 pub(crate) struct PendingWebSocket {
@@ -74,6 +77,7 @@ impl PendingRequest {
         };
         let state = HttpState::new(RequestBody::Done, tx, false, buffers);
         PendingRequest {
+            trailers: crate::http::headers::trailers_reach_client(head.version, &head.headers),
             head,
             conn: Arc::new(conn),
             exchange: Arc::new(Exchange::new(wakeup, None, state)),

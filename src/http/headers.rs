@@ -1,6 +1,7 @@
 //! Header checks shared by every protocol version.
 
-use http::header::{HeaderMap, HeaderName, HeaderValue, EXPECT, HOST};
+use http::header::{HeaderMap, HeaderName, HeaderValue, EXPECT, HOST, TE};
+use http::Version;
 
 pub(crate) const SERVER_NAME: HeaderValue = HeaderValue::from_static("ferrocorn");
 
@@ -44,6 +45,24 @@ pub(crate) fn expects_continue(headers: &HeaderMap) -> bool {
         .is_some_and(|v| v.as_bytes().eq_ignore_ascii_case(b"100-continue"))
 }
 
+/// Whether response trailers can reach this request's client, so `http.response.trailers`
+/// is advertised: always on HTTP/2; on HTTP/1.1 only when the request says `TE: trailers`
+/// (RFC 9110 §10.1.4), the same test hyper's HTTP/1 server makes before it writes a
+/// trailer section (a `trailers` token in any `TE` line, case-insensitive); never on
+/// HTTP/1.0, which has no chunked framing to carry them.
+pub(crate) fn trailers_reach_client(version: Version, headers: &HeaderMap) -> bool {
+    match version {
+        Version::HTTP_2 => true,
+        Version::HTTP_11 => headers.get_all(TE).iter().any(|value| {
+            value.to_str().is_ok_and(|line| {
+                line.split(',')
+                    .any(|token| token.trim().eq_ignore_ascii_case("trailers"))
+            })
+        }),
+        _ => false,
+    }
+}
+
 /// HTTP/2 carries the host in the `:authority` pseudo-header, which hyper moves into the URI.
 /// The ASGI spec: pseudo-headers are removed and `:authority` is added *at the start* of
 /// `headers` as `host`, *replacing* any `host` the client also sent. A request without
@@ -79,6 +98,35 @@ pub(crate) fn add_host_from_authority(head: &mut http::request::Parts) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn te(lines: &[&'static str]) -> HeaderMap {
+        let mut map = HeaderMap::new();
+        for line in lines {
+            map.append(TE, HeaderValue::from_static(line));
+        }
+        map
+    }
+
+    #[test]
+    fn trailers_reach_http2_always_and_http11_with_te_trailers() {
+        assert!(trailers_reach_client(Version::HTTP_2, &HeaderMap::new()));
+        assert!(!trailers_reach_client(Version::HTTP_11, &HeaderMap::new()));
+        assert!(trailers_reach_client(Version::HTTP_11, &te(&["trailers"])));
+        assert!(trailers_reach_client(
+            Version::HTTP_11,
+            &te(&["gzip, Trailers"])
+        ));
+        assert!(trailers_reach_client(
+            Version::HTTP_11,
+            &te(&["gzip", "trailers"])
+        ));
+        assert!(!trailers_reach_client(Version::HTTP_11, &te(&["gzip"])));
+        assert!(!trailers_reach_client(
+            Version::HTTP_11,
+            &te(&["trailersx"])
+        ));
+        assert!(!trailers_reach_client(Version::HTTP_10, &te(&["trailers"])));
+    }
 
     fn h2_head(authority: Option<&str>, headers: &[(&str, &str)]) -> http::request::Parts {
         let uri = match authority {

@@ -21,7 +21,9 @@ use crate::bridge::pending::PendingRequest;
 use crate::bridge::wakeup::{Event, Warning};
 use crate::http::body_reader::{BodyError, BodyReader};
 use crate::http::h1_request::check_head;
-use crate::http::headers::{add_host_from_authority, expects_continue, h2_request_is_malformed};
+use crate::http::headers::{
+    add_host_from_authority, expects_continue, h2_request_is_malformed, trailers_reach_client,
+};
 use crate::server::body_pump::pump_request_body;
 use crate::server::conn_state::{ConnCtx, InFlight};
 use crate::server::websocket::handle_upgrade;
@@ -280,10 +282,12 @@ async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>) -> Responded {
     // Until the response is handed over, dropping this future (client gone) closes the
     // exchange; afterwards the response body carries its own guard.
     let guard = CloseGuard::new(exchange.clone());
+    let trailers = trailers_reach_client(head.version, &head.headers);
     shared.wakeup.push(Event::Request(Box::new(PendingRequest {
         head,
         conn: conn.info.clone(),
         exchange,
+        trailers,
     })));
 
     let failed = async {

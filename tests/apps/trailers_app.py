@@ -48,12 +48,18 @@ async def route_trailers(scope, receive, send, q):
     splits = int(q.get("splits", "1"))
     chunks = [b"part-%d;" % i for i in range(parts)]
     digest = hashlib.sha256(b"".join(chunks)).hexdigest().encode()
+    headers = [(b"content-type", b"text/plain")]
+    if q.get("named"):
+        # HTTP/1.1 sends only the trailer fields the head names (RFC 9110 §6.6.2).
+        headers.append((b"trailer", q["named"].encode()))
+    if q.get("length"):
+        headers.append((b"content-length", str(len(b"".join(chunks))).encode()))
     await send(
         {
             "type": "http.response.start",
             "status": 200,
             "trailers": True,
-            "headers": [(b"content-type", b"text/plain")],
+            "headers": headers,
         }
     )
     for i, chunk in enumerate(chunks):

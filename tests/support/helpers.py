@@ -273,6 +273,8 @@ class RawResponse:
         self.framing = framing  # "content-length", "chunked", "close", "none"
         self.complete = complete
         self.raw_head = raw_head
+        # A chunked body's trailer section, as (name, value) pairs in wire order.
+        self.trailers = []  # type: List[Tuple[str, str]]
 
     def header(self, name, default=None):
         name = name.lower()
@@ -381,8 +383,9 @@ class RawConnection(BufferedSocket):
                     size = int(line.split(b";")[0].strip(), 16)
                     if size == 0:
                         # trailers until an empty line
-                        while self.read_line():
-                            pass
+                        while line := self.read_line():
+                            name, _, value = line.decode("latin-1").partition(":")
+                            resp.trailers.append((name.strip(), value.strip()))
                         break
                     body += self.read_exact(size)
                     if self.read_exact(2) != b"\r\n":

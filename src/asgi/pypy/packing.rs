@@ -14,13 +14,13 @@ use crate::http::headers::{response_header_name, response_header_value};
 /// on a Unix socket), then header name/value pairs. Building the scope dict from Rust took
 /// 2.9 µs under PyPy, unpacking one packed object in JIT-compiled Python 0.7 µs.
 ///
-/// None for what the packing does not carry (TLS and HTTP/2, whose scopes have
-/// extensions) and for a field holding a NUL, which would shift the others: the dict
+/// None for what the packing does not carry (TLS, HTTP/2 and `TE: trailers`, whose scopes
+/// have more extensions) and for a field holding a NUL, which would shift the others: the dict
 /// builder (`asgi::scope`) makes those.
 pub(crate) fn pack_scope(req: &PendingRequest) -> Option<Vec<u8>> {
     let head = &req.head;
     let conn = &req.conn;
-    if conn.tls.is_some() || head.version == Version::HTTP_2 {
+    if conn.tls.is_some() || head.version == Version::HTTP_2 || req.trailers {
         return None;
     }
     let raw_path = head.uri.path().as_bytes();
