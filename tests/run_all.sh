@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite, from a fresh checkout: the style gate and Rust unit tests, then the
-# black-box pytest suite against a release wheel under CPython 3.11 and 3.13 and under PyPy
-# (each in its own virtualenv).
+# black-box pytest suite against a release wheel under CPython 3.11 (asyncio loop) and 3.13
+# (uvloop) and under PyPy (each in its own virtualenv).
 #
 #   bash tests/run_all.sh            # CPython 3.11 (python3), CPython 3.13 and PyPy
 #   INTERPRETERS=python3 bash tests/run_all.sh
@@ -79,6 +79,10 @@ for interp in $INTERPRETERS; do
         bash tests/lint.sh "$venv"
     fi
     echo "== $interp: pytest"
+    # Both event loops over the run: CPython 3.11 on asyncio, the others on ferrocorn's own
+    # choice (uvloop on CPython 3.13, where tests/requirements.txt installs it; asyncio on
+    # PyPy). tests/test_task_semantics.py runs on both loops everywhere uvloop installs.
+    if [ "$interp" = python3 ]; then export FERROCORN_TEST_LOOP=asyncio; else unset FERROCORN_TEST_LOOP; fi
     # Run from the repo root so `tests.apps.*` import; `ferrocorn` comes from the wheel.
     # kosoku (the Autobahn runner) needs Python >= 3.10: the PyPy run borrows CPython's.
     export FERROCORN_KOSOKU="${FERROCORN_KOSOKU:-$ROOT/target/venv-test-python3/bin/kosoku}"

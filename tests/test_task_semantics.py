@@ -2,19 +2,40 @@
 
 On CPython 3.11 the first step of each request runs before its asyncio.Task is set up,
 and the task is set up only if the request waits or something holds it
-(src/asgi/lazy_task.rs). Every route of tests/apps/task_app.py probes something an app
-or a library (anyio, sniffio, asyncio.timeout, task groups) relies on.
+(src/asgi/lazy_task.rs); on 3.12+ it is an eagerly started asyncio.Task whose first step
+runs inside the core's drain. Every route of tests/apps/task_app.py probes something an app
+or a library (anyio, sniffio, asyncio.timeout, task groups) relies on. Each test runs on
+asyncio and on uvloop (where uvloop installs: CPython), the loop most users run.
 """
+
+import importlib.util
+import platform
+import sys
 
 import httpx
 import pytest
 
 from tests.support.helpers import SERVER_PYTHON, start_server
 
+HAS_UVLOOP = importlib.util.find_spec("uvloop") is not None
+LOOPS = [
+    "asyncio",
+    pytest.param(
+        "uvloop", marks=pytest.mark.skipif(not HAS_UVLOOP, reason="uvloop is not installed")
+    ),
+]
+# The server runs the same interpreter as the tests (tests/support/helpers.SERVER_PYTHON).
+EAGER = platform.python_implementation() == "CPython" and sys.version_info >= (3, 12)
+
+
+@pytest.fixture(scope="module", params=LOOPS)
+def loop(request):
+    return request.param
+
 
 @pytest.fixture(scope="module")
-def server():
-    with start_server("tests.apps.task_app:app") as s:
+def server(loop):
+    with start_server("tests.apps.task_app:app", "--loop", loop) as s:
         yield s
 
 
@@ -39,6 +60,16 @@ def get(client, path):
 def test_handler_that_never_waits(client):
     for _ in range(3):
         assert get(client, "/first-step-only") == {}
+
+
+def test_first_step_runs_eagerly_on_the_chosen_loop(client, loop):
+    """3.12+: the request task starts eagerly (its first step inside the drain), on asyncio
+    and on uvloop alike; a fallback to plain tasks makes ``eager`` False. Before 3.12 there is
+    no eager start (3.11's lazy task is covered by the other tests)."""
+    for _ in range(3):
+        data = get(client, "/eager")
+        assert data["loop"] == loop
+        assert data["eager"] is (True if EAGER else None)
 
 
 def test_same_task_after_waiting(client):
@@ -112,10 +143,11 @@ def test_app_returning_a_non_awaitable_gives_500_and_logs():
         assert httpx.get(server.url + "/again", timeout=15).status_code == 500
 
 
-def test_a_custom_task_factory_is_honoured():
+@pytest.mark.parametrize("loop_name", LOOPS)
+def test_a_custom_task_factory_is_honoured(loop_name):
     """A task factory on the loop makes every request's task, on every Python (on 3.12+ the
-    eager fast path used to bypass it)."""
-    argv = [SERVER_PYTHON, "-m", "tests.apps.task_factory"]
+    eager fast path used to bypass it), on asyncio and on uvloop."""
+    argv = [SERVER_PYTHON, "-m", "tests.apps.task_factory", loop_name]
     with start_server(None, argv=argv) as server, httpx.Client(base_url=server.url) as client:
         for _ in range(3):
             resp = client.get("/")

@@ -891,6 +891,13 @@ class Config:
             self.asgi_version = "3.0"
         self.loaded = True
 
+    def use_stand_in(self, app: Any) -> None:
+        """Serve ``app`` (an ASGI3 callable) in place of the one that failed to load or start
+        (``--reload`` workers: ``_stand_in.py``)."""
+        self.loaded_app = app
+        self.asgi_version = "3.0"
+        self.loaded = True
+
     def _load_tls(self) -> Any:
         """Read the certificate, key and CA files now, so that a wrong path, a key that does
         not match or a wrong password stops the start-up with a one-line error."""

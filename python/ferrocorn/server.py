@@ -15,6 +15,7 @@ from ._access_fastpath import CoreAccessLog, log_through_python
 from ._asgi import select_runner
 from ._ferrocorn import Core
 from ._process_contract import EXIT_CONFIG_ERROR, EXIT_OK, EXIT_STARTUP_FAILED, log_listening
+from ._stand_in import failure_app
 from .config import Config, ConfigError
 from .lifespan import Lifespan
 from .metrics import MetricsServer, RequestMetrics, log_endpoint, open_metrics_socket
@@ -46,6 +47,16 @@ class Server:
         self._metrics_server: MetricsServer | None = None
         # While set, the core writes the access lines (default logging configuration).
         self._core_access_log: CoreAccessLog | None = None
+        # A worker of the --reload supervisor: an app that fails to import or start is
+        # replaced by a 503 stand-in until the next change (_stand_in.py), not an exit.
+        self.stand_in_on_failure = False
+
+    def _use_stand_in(self, reason: str, exc: BaseException | None) -> None:
+        """--reload: serve 503s naming ``reason`` until the next change replaces this worker."""
+        if exc is not None:
+            logger.error("%s", reason, exc_info=None if isinstance(exc, ConfigError) else exc)
+        logger.warning("Answering 503 until the next change: %s", reason)
+        self.config.use_stand_in(failure_app(reason))
 
     # ------------------------------------------------------------------ running
 
@@ -58,10 +69,15 @@ class Server:
         config = self.config
         try:
             config.load()
-        except ConfigError as exc:
-            logger.error("%s", exc)
-            self.exit_code = EXIT_CONFIG_ERROR
-            return self.exit_code
+        except Exception as exc:
+            # A TLS file that fails to load leaves nothing a stand-in could serve on.
+            if not self.stand_in_on_failure or (config.is_ssl and config.tls is None):
+                if not isinstance(exc, ConfigError):
+                    raise
+                logger.error("%s", exc)
+                self.exit_code = EXIT_CONFIG_ERROR
+                return self.exit_code
+            self._use_stand_in(_failure_text(exc), exc)
         # uvicorn's first line, which log pipelines and process managers already look for.
         logger.info("Started server process [%d]", os.getpid())
         loop = asyncio.get_running_loop()
@@ -72,9 +88,12 @@ class Server:
         if config.lifespan != "off":
             lifespan = Lifespan(config.loaded_app, config.lifespan, config.asgi_version, state)
             if not await lifespan.startup():
-                logger.error("Application startup failed. Exiting.")
-                self.exit_code = EXIT_STARTUP_FAILED
-                return self.exit_code
+                if not self.stand_in_on_failure:
+                    logger.error("Application startup failed. Exiting.")
+                    self.exit_code = EXIT_STARTUP_FAILED
+                    return self.exit_code
+                self._use_stand_in("Application startup failed (see the server's log).", None)
+                lifespan = None
 
         with _SignalCapture(self):
             try:
@@ -361,6 +380,14 @@ def run_config(config: Config) -> int:
     if config.workers > 1 or config.reload:
         return Supervisor(config).run()
     return run_server(Server(config))
+
+
+def _failure_text(exc: BaseException) -> str:
+    """What the stand-in says of a failed load: the one-line ConfigError as it is, any other
+    exception (a SyntaxError in the module, say) with its type."""
+    if isinstance(exc, ConfigError):
+        return str(exc)
+    return f"Error loading ASGI app. {type(exc).__name__}: {exc}"
 
 
 def run_server(server: Server) -> int:

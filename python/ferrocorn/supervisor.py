@@ -206,6 +206,8 @@ class Supervisor:
             "options": self.config.init_kwargs,
             "sys_path": list(sys.path),
             "supervisor_pid": os.getpid(),
+            # With --reload an app that fails to load is served by a 503 stand-in.
+            "stand_in_on_failure": self.config.reload,
         }
         try:
             return encode_payload(payload)

@@ -169,6 +169,7 @@ def main(argv: list[str] | None = None) -> int:
         logger.error("%s", exc)
         return EXIT_CONFIG_ERROR
     server = WorkerServer(config, args.ready_fd, args.fd, args.metrics_fd)
+    server.stand_in_on_failure = bool(payload.get("stand_in_on_failure"))
     threading.Thread(
         target=_watch_parent,
         args=(payload["supervisor_pid"],),

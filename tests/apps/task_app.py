@@ -35,6 +35,14 @@ async def first_step_only(task, out):
     pass
 
 
+async def eager(task, out):
+    """Whether this first step runs eagerly, inside the core's drain (3.12+: asyncio keeps
+    an eagerly started task in ``_eager_tasks`` during its first step), and on which loop."""
+    eager_tasks = getattr(asyncio.tasks, "_eager_tasks", None)
+    out["eager"] = None if eager_tasks is None else task in eager_tasks
+    out["loop"] = type(asyncio.get_running_loop()).__module__.split(".")[0]
+
+
 async def sleep(task, out):
     await asyncio.sleep(0.005)
     out["same_task"] = asyncio.current_task() is task
@@ -120,6 +128,7 @@ async def self_cancel(task, out):
 
 ROUTES = {
     "/first-step-only": first_step_only,
+    "/eager": eager,
     "/sleep": sleep,
     "/anyio": anyio_scopes,
     "/timeout": asyncio_timeout,

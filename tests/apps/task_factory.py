@@ -2,7 +2,7 @@
 answers with the type of the task it runs in, which must be the factory's, and its name, which
 must be the core's (a graceful shutdown finds the app calls by it).
 
-Run from the repo root as ``python -m tests.apps.task_factory``: it serves on 127.0.0.1 (an
+Run from the repo root as ``python -m tests.apps.task_factory [uvloop]``: it serves on 127.0.0.1 (an
 ephemeral port) through the embedding API, with the factory set before the server core is
 created, as a tracing tool or an app embedding ``Server.serve()`` would set it.
 
@@ -43,4 +43,8 @@ async def main():
 
 
 if __name__ == "__main__":
+    if sys.argv[1:] == ["uvloop"]:
+        import uvloop
+
+        sys.exit(uvloop.run(main()))
     sys.exit(asyncio.run(main()))

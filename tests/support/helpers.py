@@ -23,6 +23,11 @@ READY_RE = re.compile(r"Ferrocorn running on (\S+)")
 HTTP_READY_RE = re.compile(r"Ferrocorn running on https?://(\[[^\]]+\]|[^\s:/]+):(\d+)")
 
 
+# The event loop every server of the run uses unless a test names one (FERROCORN_TEST_LOOP:
+# asyncio or uvloop; unset: ferrocorn's own choice, uvloop when installed).
+TEST_LOOP = os.environ.get("FERROCORN_TEST_LOOP")
+
+
 def server_env(extra=None):
     env = dict(os.environ)
     env["PYTHONUNBUFFERED"] = "1"
@@ -30,6 +35,8 @@ def server_env(extra=None):
     for key in list(env):
         if key.startswith("FERROCORN_") and key != "FERROCORN_TEST_PYTHON":
             del env[key]
+    if TEST_LOOP:
+        env["FERROCORN_LOOP"] = TEST_LOOP  # a --loop flag still wins
     env.pop("WEB_CONCURRENCY", None)  # the default of --workers
     if extra:
         env.update(extra)
