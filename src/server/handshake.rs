@@ -63,7 +63,7 @@ async fn proxy_header_then_start<S>(
             return;
         }
     };
-    start_after_accept(stream, info, shared.clone(), count, Some(deadline));
+    start_after_accept(stream, info, shared, count, Some(deadline));
 }
 
 /// TLS or cleartext, once the connection's addresses are known. `deadline`: the handshake's,
