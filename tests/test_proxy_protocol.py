@@ -254,7 +254,7 @@ def test_unix_socket_peer_needs_star(server_factory):
     directory = tempfile.mkdtemp(prefix="ferrocorn-pp-")
     path = os.path.join(directory, "s.sock")
     flags = ("--uds", path, "--proxy-protocol", "v1", "--forwarded-allow-ips", "*")
-    server = server_factory("tests.apps.basic:app", *flags, host_port=False)
+    server_factory("tests.apps.basic:app", *flags, host_port=False)
     with RawConnection(uds=path) as conn:
         conn.send(V1_TCP4 + request_bytes("GET", "/scope", [("Connection", "close")]))
         scope = json.loads(conn.read_response().body)

@@ -44,7 +44,10 @@ def files(c):
 
 def install(c, d, name, key=None):
     """Swap ``name``'s certificate (and ``key``'s key) in, as a deploy would: atomically."""
-    for src, dst in ((c.path(name + ".pem"), "cert.pem"), (c.path((key or name) + ".key"), "key.pem")):
+    for src, dst in (
+        (c.path(name + ".pem"), "cert.pem"),
+        (c.path((key or name) + ".key"), "key.pem"),
+    ):
         tmp = os.path.join(d, dst + ".tmp")
         shutil.copyfile(src, tmp)
         os.replace(tmp, os.path.join(d, dst))
@@ -116,9 +119,7 @@ def refused(port, ctx):
         sock.close()
 
 
-def test_sighup_switches_new_handshakes_and_keeps_established_connections(
-    server_factory, c, files
-):
+def test_sighup_switches_new_handshakes_and_keeps_established_connections(server_factory, c, files):
     server = server_factory("tests.apps.basic:app", *tls_flags(files))
     assert served_subject(server.port, c) == "reload-a"
     established = connect(server.port, client_context(c))
@@ -139,9 +140,7 @@ def test_sighup_switches_new_handshakes_and_keeps_established_connections(
     "breakage",
     ["garbage-cert", "missing-key", "mismatched-key"],
 )
-def test_failed_reload_keeps_the_certificate_and_logs_one_error(
-    server_factory, c, files, breakage
-):
+def test_failed_reload_keeps_the_certificate_and_logs_one_error(server_factory, c, files, breakage):
     server = server_factory("tests.apps.basic:app", *tls_flags(files))
     if breakage == "garbage-cert":
         write(os.path.join(files, "cert.pem"), b"-----BEGIN CERTIFICATE-----\nnot base64\n")
@@ -166,10 +165,10 @@ def test_failed_reload_keeps_the_certificate_and_logs_one_error(
     assert served_subject(server.port, c) == "reload-b"
 
 
-def test_interval_reloads_changed_files_and_reports_a_broken_change_once(
-    server_factory, c, files
-):
-    server = server_factory("tests.apps.basic:app", *tls_flags(files, "--ssl-reload-interval", "0.2"))
+def test_interval_reloads_changed_files_and_reports_a_broken_change_once(server_factory, c, files):
+    server = server_factory(
+        "tests.apps.basic:app", *tls_flags(files, "--ssl-reload-interval", "0.2")
+    )
     assert served_subject(server.port, c) == "reload-a"
     install(c, files, "reload-b")
     assert wait_until(lambda: served_subject(server.port, c) == "reload-b", timeout=15)
@@ -197,9 +196,7 @@ def test_ca_bundle_reloads_too(server_factory, c, files):
     assert refused(server.port, client_context(c, cert="client"))
 
 
-def test_sighup_to_the_supervisor_rolls_workers_onto_the_new_certificate(
-    server_factory, c, files
-):
+def test_sighup_to_the_supervisor_rolls_workers_onto_the_new_certificate(server_factory, c, files):
     server = server_factory("tests.apps.basic:app", *tls_flags(files, "--workers", "2"), timeout=60)
     assert served_subject(server.port, c) == "reload-a"
     install(c, files, "reload-b")

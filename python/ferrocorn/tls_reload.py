@@ -16,7 +16,7 @@ import asyncio
 import logging
 import os
 import time
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any
 
 from .config import ConfigError
 
@@ -55,12 +55,12 @@ class TlsReloader:
             for p in (config.ssl_certfile, config.ssl_keyfile, config.ssl_ca_certs)
             if p is not None
         ]
-        self.interval: Optional[float] = config.ssl_reload_interval
+        self.interval: float | None = config.ssl_reload_interval
         # What the files looked like when they were last loaded (or tried).
         self.loaded = _signature(self.paths)
         self.next_look = time.monotonic() + self.interval if self.interval else None
         self.requested = False
-        self.running: Optional[asyncio.Task[None]] = None
+        self.running: asyncio.Task[None] | None = None
 
     def request(self) -> None:
         """Reload at the next tick, changed or not (SIGHUP; safe in a signal handler)."""
