@@ -83,7 +83,9 @@ impl TlsServer {
             .clone()
     }
 
-    /// New handshakes use `loaded` from now on.
+    /// New handshakes use `loaded` from now on. It comes with its own session-ticket keys:
+    /// sessions from before cannot resume past the reload, so a changed CA bundle judges
+    /// every client's certificate again.
     pub(crate) fn replace(&self, loaded: &LoadedTls) {
         let identity = Arc::new(loaded.identity(&self.alpn));
         *self.current.write().unwrap_or_else(|p| p.into_inner()) = identity;
