@@ -5,6 +5,7 @@ use std::time::Duration;
 
 use http::{HeaderName, HeaderValue};
 
+use crate::proxy_protocol::ProxyProtocol;
 use crate::tls::TlsServer;
 
 /// `--http`: which protocols a connection may speak.
@@ -80,6 +81,8 @@ pub(crate) struct ServerConfig {
     pub(crate) http2: Http2Settings,
     /// Serve TLS on every listener when set.
     pub(crate) tls: Option<Arc<TlsServer>>,
+    /// `--proxy-protocol` (None: off, no header is looked for).
+    pub(crate) proxy_protocol: Option<ProxyProtocol>,
     pub(crate) ws: WsConfig,
 }
 
@@ -107,6 +110,7 @@ impl Default for ServerConfig {
             http: HttpMode::Auto,
             http2: Http2Settings::default(),
             tls: None,
+            proxy_protocol: None,
             ws: WsConfig::default(),
         }
     }

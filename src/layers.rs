@@ -37,6 +37,16 @@ const RULES: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "proxy_protocol",
+        &[
+            "pyo3",
+            "crate::bridge",
+            "crate::server",
+            "crate::asgi",
+            "crate::core",
+        ],
+    ),
+    (
         "access_log",
         &[
             "pyo3",

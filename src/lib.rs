@@ -1,7 +1,7 @@
 //! ferrocorn's Rust core: tokio + hyper on background threads, the ASGI hot path on the
 //! Python loop thread. ARCHITECTURE.md maps the layers; from the bottom up:
 //!
-//! - `http`, `ws`, `tls`, `config`, `access_log`: protocol rules, options and the access
+//! - `http`, `ws`, `tls`, `proxy_protocol`, `config`, `access_log`: protocol rules, options and the access
 //!   log's writer as plain Rust;
 //! - `bridge`: the hand-off both threads share (queue + eventfd, relay, exchanges);
 //! - `server` (tokio threads, never Python) and `asgi` (loop thread, GIL held), which never
@@ -21,6 +21,7 @@ mod core;
 mod http;
 #[cfg(test)]
 mod layers;
+mod proxy_protocol;
 mod server;
 mod tls;
 mod ws;

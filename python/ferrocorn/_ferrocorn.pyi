@@ -184,6 +184,9 @@ class Core:
         """The name of the asyncio task of every app call this core starts ("ferrocorn.app"
         for the process's first core, "ferrocorn.app-<n>" for the n-th): what a graceful
         shutdown waits for."""
+    def reload_tls(self, tls: TlsConfig) -> None:
+        """New TLS handshakes present ``tls`` from now on; established connections keep
+        theirs.  ``ValueError`` when the server does not serve TLS."""
     def total_requests(self) -> int:
         """Requests received since start (for ``limit_max_requests``)."""
     def release_memory(self) -> None:

@@ -23,6 +23,7 @@ from .config import (
     LIFESPAN_MODES,
     LOG_LEVELS,
     LOOP_CHOICES,
+    PROXY_PROTOCOL_MODES,
     SSL_CERT_REQS,
     SSL_MIN_VERSIONS,
     Config,
@@ -400,7 +401,15 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     "--ssl-handshake-timeout",
     type=float,
     default=_DEFAULTS["ssl_handshake_timeout"],
-    help="Seconds a client has to complete the TLS handshake.",
+    help="Seconds a client has to complete the TLS handshake (and, with --proxy-protocol, "
+    "to send its PROXY header first).",
+)
+@_option(
+    "--ssl-reload-interval",
+    type=_Seconds(),
+    default=None,
+    help="Every this many seconds, reload the certificate, key and CA files if they changed "
+    "(SIGHUP reloads them at once). [default: none]",
 )
 # HTTP/2
 @_option(
@@ -501,8 +510,15 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     default=None,
     envvar=["FERROCORN_FORWARDED_ALLOW_IPS", "FORWARDED_ALLOW_IPS"],
     show_default=False,
-    help="Comma-separated IPs, CIDR networks or '*' trusted to send proxy headers. "
-    "[default: $FORWARDED_ALLOW_IPS or 127.0.0.1]",
+    help="Comma-separated IPs, CIDR networks or '*' trusted to send proxy headers and "
+    "PROXY protocol headers. [default: $FORWARDED_ALLOW_IPS or 127.0.0.1]",
+)
+@_option(
+    "--proxy-protocol",
+    type=click.Choice(PROXY_PROTOCOL_MODES),
+    default=_DEFAULTS["proxy_protocol"],
+    help="Read a PROXY protocol header (HAProxy v1, v2, or 'auto': either or none) from "
+    "trusted peers (--forwarded-allow-ips) before TLS/HTTP; other peers are served as sent.",
 )
 # Metrics
 @_option(

@@ -61,6 +61,7 @@ INTERFACES = ("auto", "asgi3", "asgi2")
 HTTP_MODES = ("auto", "1", "2")
 SSL_CERT_REQS = ("none", "optional", "required")
 SSL_MIN_VERSIONS = ("1.2", "1.3")
+PROXY_PROTOCOL_MODES = ("off", "v1", "v2", "auto")
 # HTTP/2 limits from RFC 9113 §6.5.2 (window sizes and frame sizes).
 _H2_MAX_WINDOW = 2**31 - 1
 _H2_MIN_FRAME, _H2_MAX_FRAME = 2**14, 2**24 - 1
@@ -512,6 +513,8 @@ class Config:
         ssl_min_version: str = "1.2",
         ssl_ciphers: str | None = None,
         ssl_handshake_timeout: float = 10.0,
+        ssl_reload_interval: float | None = None,
+        proxy_protocol: str = "off",
         http: str = "auto",
         http2_max_concurrent_streams: int = 100,
         http2_initial_stream_window_size: int = 1048576,
@@ -649,6 +652,9 @@ class Config:
             self.trusted_hosts = TrustedHosts(forwarded_allow_ips)
         except (TypeError, ValueError) as exc:
             raise ConfigError(f"Invalid forwarded_allow_ips: {exc}.") from None
+        # PROXY protocol headers, read by the core from trusted peers (src/proxy_protocol/).
+        self.proxy_protocol = _check_choice("proxy_protocol", proxy_protocol, PROXY_PROTOCOL_MODES)
+        self.trusted_peer_networks = self.trusted_hosts.socket_networks()
         self.access_log_format = access_log_format
         # None: the default line, printed by the fast path (_asgi.run_asgi_with_access_log).
         self.compiled_access_log_format: AccessLogFormat | None = None
@@ -671,8 +677,20 @@ class Config:
         self.ssl_handshake_timeout = _check_seconds(
             "ssl_handshake_timeout", ssl_handshake_timeout, allow_zero=False
         )
+        # Seconds between looks at the TLS files' modification times (tls_reload.py); None: never.
+        self.ssl_reload_interval = (
+            None
+            if ssl_reload_interval is None
+            else _check_seconds("ssl_reload_interval", ssl_reload_interval, allow_zero=False)
+        )
         if self.ssl_certfile is None:
-            for name in ("ssl_keyfile", "ssl_keyfile_password", "ssl_ca_certs", "ssl_ciphers"):
+            for name in (
+                "ssl_keyfile",
+                "ssl_keyfile_password",
+                "ssl_ca_certs",
+                "ssl_ciphers",
+                "ssl_reload_interval",
+            ):
                 if getattr(self, name) is not None:
                     raise ConfigError(f"Option {name} requires ssl_certfile.")
         elif self.ssl_cert_reqs != "none" and self.ssl_ca_certs is None:
@@ -724,6 +742,11 @@ class Config:
     @property
     def is_ssl(self) -> bool:
         return self.ssl_certfile is not None
+
+    @property
+    def error_log_debug(self) -> bool:
+        """Whether ``ferrocorn.error`` logs debug lines (the core sends those only then)."""
+        return logging.getLogger("ferrocorn.error").isEnabledFor(logging.DEBUG)
 
     # ------------------------------------------------------------------ headers
 

@@ -120,11 +120,27 @@ class TrustedHosts:
         address = ipaddress.ip_address(ip)
         return any(address in net for net in self.networks)
 
+    def socket_networks(self) -> list[str]:
+        """The entries a socket peer can match, for the core's PROXY protocol check: ``*``,
+        or IP networks (an address as a one-address network); literals match no socket."""
+        if self.always:
+            return ["*"]
+        networks = [str(ipaddress.ip_network(ip)) for ip in sorted(self.exact) if _is_ip(ip)]
+        return networks + [str(net) for net in self.networks]
+
     def __repr__(self) -> str:
         if self.always:
             return "TrustedHosts('*')"
         items = sorted(self.exact) + [str(net) for net in self.networks]
         return f"TrustedHosts({','.join(items)!r})"
+
+
+def _is_ip(text: str) -> bool:
+    try:
+        ipaddress.ip_address(text)
+    except ValueError:
+        return False
+    return True
 
 
 class Forwarded(NamedTuple):

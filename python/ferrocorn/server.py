@@ -21,6 +21,7 @@ from .lifespan import Lifespan
 from .metrics import MetricsServer, RequestMetrics, log_endpoint, open_metrics_socket
 from .proxy_headers import ProxyHeadersMiddleware
 from .supervisor import Supervisor
+from .tls_reload import TlsReloader
 
 logger = logging.getLogger("ferrocorn.error")
 
@@ -50,6 +51,8 @@ class Server:
         # A worker of the --reload supervisor: an app that fails to import or start is
         # replaced by a 503 stand-in until the next change (_stand_in.py), not an exit.
         self.stand_in_on_failure = False
+        # With TLS: reloads the certificate on SIGHUP and --ssl-reload-interval.
+        self._tls_reloader: TlsReloader | None = None
 
     def _use_stand_in(self, reason: str, exc: BaseException | None) -> None:
         """--reload: serve 503s naming ``reason`` until the next change replaces this worker."""
@@ -109,6 +112,8 @@ class Server:
                 while not self.should_exit and not self._max_requests_reached():
                     await asyncio.sleep(_TICK)
                     self._check_access_log()
+                    if self._tls_reloader is not None:
+                        self._tls_reloader.tick()
                     ticks += 1
                     if ticks % _RELEASE_MEMORY_TICKS == 0 and self._core is not None:
                         self._core.release_memory()
@@ -179,6 +184,8 @@ class Server:
             core.listen_tcp(fd)
         core.start()
         self._core = core
+        if config.is_ssl:
+            self._tls_reloader = TlsReloader(config, core)
 
     def _check_access_log(self) -> None:
         """Hand the access lines back to Python's logging once its configuration changed."""
@@ -296,6 +303,11 @@ class Server:
 
     # ------------------------------------------------------------------ signals
 
+    def handle_reload(self, sig: int, frame: Any = None) -> None:
+        """SIGHUP with TLS: reload the certificate files (tls_reload.py)."""
+        if self._tls_reloader is not None:
+            self._tls_reloader.request()
+
     def handle_exit(self, sig: int, frame: Any = None) -> None:
         if self.should_exit and sig == signal.SIGINT:
             self.force_exit = True
@@ -322,8 +334,8 @@ def _passed(deadline: float | None) -> bool:
 
 
 class _SignalCapture:
-    """Installs SIGINT/SIGTERM handlers while serving (main thread only) and restores the
-    previous ones afterwards."""
+    """Installs SIGINT/SIGTERM handlers (and with TLS, SIGHUP's: reload the certificate)
+    while serving (main thread only) and restores the previous ones afterwards."""
 
     def __init__(self, server: Server) -> None:
         self.server = server
@@ -332,9 +344,12 @@ class _SignalCapture:
     def __enter__(self) -> _SignalCapture:
         if threading.current_thread() is not threading.main_thread():
             return self
-        for sig in _HANDLED_SIGNALS:
+        handlers: dict[int, Any] = dict.fromkeys(_HANDLED_SIGNALS, self.server.handle_exit)
+        if self.server.config.is_ssl and hasattr(signal, "SIGHUP"):
+            handlers[signal.SIGHUP] = self.server.handle_reload
+        for sig, handler in handlers.items():
             try:
-                self.previous[sig] = signal.signal(sig, self.server.handle_exit)
+                self.previous[sig] = signal.signal(sig, handler)
             except (OSError, ValueError):
                 pass
         return self

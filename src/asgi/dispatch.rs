@@ -6,7 +6,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
-use crate::asgi::errors::{log_error, log_warning};
+use crate::asgi::errors::{log_debug, log_error, log_warning};
 use crate::asgi::loop_ctx::LoopCtx;
 use crate::asgi::protocol::{HttpProtocol, RequestLine};
 use crate::asgi::scope::ScopeFactory;
@@ -96,6 +96,7 @@ impl Dispatcher {
                 Event::WsReceive(ex) => WebSocketProtocol::on_receive_event(py, &ex),
                 Event::WsSendDone(ex) => WebSocketProtocol::on_send_done(py, &ex),
                 Event::Warning(message) => log_warning(py, message.0.as_str()),
+                Event::Debug(message) => log_debug(py, message.0.as_str()),
             };
             if let Err(err) = result {
                 log_error(py, "Error while dispatching a request", Some(err));

@@ -44,6 +44,13 @@ pub(crate) fn log_error(py: Python<'_>, message: &str, exc: Option<PyErr>) {
     }
 }
 
+/// Logs a debug line on "ferrocorn.error".
+pub(crate) fn log_debug(py: Python<'_>, message: &str) -> PyResult<()> {
+    error_logger(py)?
+        .call_method1("debug", (message,))
+        .map(drop)
+}
+
 /// Logs a warning on "ferrocorn.error".
 pub(crate) fn log_warning(py: Python<'_>, message: &str) -> PyResult<()> {
     error_logger(py)?

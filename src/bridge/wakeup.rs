@@ -36,11 +36,14 @@ pub(crate) enum Event {
     WsSendDone(Arc<Exchange<WsState>>),
     /// A warning for the `ferrocorn.error` log (a request refused by a limit); rare, so the
     /// text is boxed to keep the common events small.
-    Warning(Box<Warning>),
+    Warning(Box<LogText>),
+    /// A line for the `ferrocorn.error` log at debug level (a connection closed for a bad
+    /// PROXY header); only sent when that level is on.
+    Debug(Box<LogText>),
 }
 
-/// The text of an `Event::Warning`.
-pub(crate) struct Warning(pub String);
+/// The text of an `Event::Warning` or `Event::Debug`.
+pub(crate) struct LogText(pub String);
 
 /// Most events held back on an I/O thread before the loop is woken anyway (a bound on the
 /// latency added under a load that keeps tokio from parking).

@@ -10,7 +10,7 @@ use std::os::fd::FromRawFd;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use pyo3::exceptions::{PyOSError, PyRuntimeError};
+use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
@@ -24,6 +24,7 @@ use crate::server::listener::{accept_loop, Listener};
 use crate::server::runtime::IoRuntime;
 use crate::server::{Lifecycle, ServerShared};
 use options::Options;
+use tls_config::TlsConfig;
 
 enum PendingListener {
     Tcp(std::net::TcpListener),
@@ -243,6 +244,20 @@ impl Core {
     /// shutdown waits for the tasks of that name (server.py).
     fn app_task_name(&self) -> &str {
         self.dispatcher.task_name()
+    }
+
+    /// New TLS handshakes present `tls` from now on; connections already established keep
+    /// the certificate they were set up with. A server without TLS cannot take one.
+    fn reload_tls(&self, tls: &TlsConfig) -> PyResult<()> {
+        match &self.shared.config.tls {
+            Some(server) => {
+                server.replace(&tls.loaded);
+                Ok(())
+            }
+            None => Err(PyValueError::new_err(
+                "this server does not serve TLS: nothing to reload",
+            )),
+        }
     }
 
     /// Requests received since start (for `--limit-max-requests`).

@@ -12,6 +12,7 @@ use super::seconds::seconds;
 use super::tls_config::TlsConfig;
 use crate::config::{Http2Settings, HttpMode, ServerConfig};
 use crate::http::headers::{response_header_name, response_header_value};
+use crate::proxy_protocol::{ProxyProtocol, TrustedPeers, Versions};
 use crate::server::connection::alpn_protocols;
 use crate::ws::WsConfig;
 
@@ -37,6 +38,13 @@ pub(crate) struct Options {
     limit_request_line: Option<usize>,
     pub(crate) runtime_threads: usize,
     tls: Option<Py<TlsConfig>>,
+    ssl_handshake_timeout: f64,
+    /// `off`, `v1`, `v2` or `auto`.
+    proxy_protocol: String,
+    /// `--forwarded-allow-ips` as networks for socket peers (`Config.trusted_peer_networks`).
+    trusted_peer_networks: Vec<String>,
+    /// Whether `ferrocorn.error` logs at debug level (`Config.error_log_debug`).
+    error_log_debug: bool,
     http: String,
     http2_max_concurrent_streams: u32,
     http2_initial_stream_window_size: u32,
@@ -97,6 +105,7 @@ impl Options {
             http,
             http2,
             tls,
+            proxy_protocol: self.proxy_protocol()?,
             ws: WsConfig {
                 enabled: self.ws != "none",
                 max_size: self.ws_max_size,
@@ -106,6 +115,32 @@ impl Options {
                 per_message_deflate: self.ws_per_message_deflate,
             },
         })
+    }
+}
+
+impl Options {
+    fn proxy_protocol(&self) -> PyResult<Option<ProxyProtocol>> {
+        let versions = match self.proxy_protocol.as_str() {
+            "off" => return Ok(None),
+            "v1" => Versions::V1,
+            "v2" => Versions::V2,
+            "auto" => Versions::Any,
+            other => {
+                return Err(PyValueError::new_err(format!(
+                    "invalid proxy_protocol {other:?}: expected \"off\", \"v1\", \"v2\" or \"auto\""
+                )))
+            }
+        };
+        let trusted = TrustedPeers::parse(&self.trusted_peer_networks)
+            .map_err(|e| PyValueError::new_err(format!("invalid forwarded_allow_ips: {e}")))?;
+        let timeout = seconds("ssl_handshake_timeout", Some(self.ssl_handshake_timeout))?
+            .ok_or_else(|| PyValueError::new_err("ssl_handshake_timeout must be above 0"))?;
+        Ok(Some(ProxyProtocol {
+            versions,
+            trusted,
+            timeout,
+            log_refusals: self.error_log_debug,
+        }))
     }
 }
 

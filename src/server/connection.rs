@@ -15,7 +15,7 @@ use tokio::sync::watch;
 
 use crate::bridge::pending::ConnInfo;
 use crate::bridge::relay::RelayExecutor;
-use crate::bridge::wakeup::{Event, Warning};
+use crate::bridge::wakeup::{Event, LogText};
 use crate::config::HttpMode;
 use crate::server::conn_state::ConnCtx;
 use crate::server::cork::IoSignals;
@@ -248,7 +248,7 @@ fn flood_warning(ctx: &ConnCtx) -> impl FnOnce(u64) + Send + 'static {
              that make no progress (PING, SETTINGS, WINDOW_UPDATE, PRIORITY, RST_STREAM, \
              empty DATA) faster than the server allows"
         );
-        wakeup.push(Event::Warning(Box::new(Warning(text))));
+        wakeup.push(Event::Warning(Box::new(LogText(text))));
     }
 }
 

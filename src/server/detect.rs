@@ -31,6 +31,11 @@ impl<S> Replay<S> {
         }
     }
 
+    /// A stream whose first bytes, `prefix`, were already read from `inner`.
+    pub(crate) fn with_prefix(inner: S, prefix: Bytes) -> Self {
+        Replay { prefix, inner }
+    }
+
     /// Puts bytes read from the stream back in front of what is left to replay.
     pub(crate) fn unread(&mut self, bytes: Bytes) {
         if bytes.is_empty() {
@@ -96,7 +101,7 @@ pub(crate) async fn sniff<S: AsyncRead + Unpin>(
 /// One read into a buffer on the stack, appending what came to `buf`: a connection waiting
 /// for its first bytes then holds no read buffer (each of thousands of idle pre-connections
 /// kept 4 KiB), and what is kept for replay is only as large as what was read.
-fn read_some<'a, S: AsyncRead + Unpin>(
+pub(crate) fn read_some<'a, S: AsyncRead + Unpin>(
     io: &'a mut S,
     buf: &'a mut BytesMut,
 ) -> impl Future<Output = io::Result<usize>> + 'a {

@@ -1,20 +1,24 @@
-//! From an accepted stream to a served connection: the TLS handshake (when configured, with
-//! its timeout) and the choice of protocol. Runs in tokio, per connection.
+//! From an accepted stream to a served connection: the PROXY header (when configured), the
+//! TLS handshake (when configured, with its timeout) and the choice of protocol. Runs in
+//! tokio, per connection.
 
 use std::sync::Arc;
 
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
+use tokio::time::Instant;
 
 use crate::bridge::pending::ConnInfo;
 use crate::bridge::relay::Relayed;
 use crate::server::connection::{serve_connection, Protocol};
 use crate::server::cork::{Corked, IoSignals};
+use crate::server::proxied::{read_header, refuse};
 use crate::server::{ConnectionGuard, ServerShared};
 use crate::tls::{TlsInfo, TlsServer};
 
 /// Starts serving an accepted stream in its own task. Over TLS the handshake runs in a task
 /// of its own that spawns the serving one: a task's future is as large as its largest state,
 /// so a connection that went on serving would keep the handshake's room for its whole life.
+/// With `--proxy-protocol`, a trusted peer's header is read first, in a task of its own too.
 pub(crate) fn start_connection<S>(stream: S, info: ConnInfo, shared: &Arc<ServerShared>)
 where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
@@ -22,9 +26,59 @@ where
     // Counted from the accept, so that a drain waits for connections still in their handshake
     // or whose task has not run yet.
     let count = shared.track_connection();
+    match &shared.config.proxy_protocol {
+        Some(proxy) if proxy.trusted.trusts(info.peer.as_ref()) => {
+            let deadline = Instant::now() + proxy.timeout;
+            tokio::spawn(proxy_header_then_start(
+                stream,
+                info,
+                shared.clone(),
+                count,
+                deadline,
+            ));
+        }
+        _ => start_after_accept(stream, info, shared.clone(), count, None),
+    }
+}
+
+/// The PROXY header, within `deadline`; then TLS (what is left of the deadline) or HTTP.
+async fn proxy_header_then_start<S>(
+    stream: S,
+    mut info: ConnInfo,
+    shared: Arc<ServerShared>,
+    count: ConnectionGuard,
+    deadline: Instant,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
+    let Some(proxy) = shared.config.proxy_protocol.as_ref() else {
+        return;
+    };
+    let read = read_header(stream, &mut info, proxy, &shared.wakeup);
+    let stream = match tokio::time::timeout_at(deadline, read).await {
+        Ok(Some(stream)) => stream,
+        Ok(None) => return,
+        Err(_) => {
+            refuse(&info, proxy, &shared.wakeup, "no complete header in time");
+            return;
+        }
+    };
+    start_after_accept(stream, info, shared, count, Some(deadline));
+}
+
+/// TLS or cleartext, once the connection's addresses are known. `deadline`: the handshake's,
+/// when a PROXY header already used part of it.
+fn start_after_accept<S>(
+    stream: S,
+    info: ConnInfo,
+    shared: Arc<ServerShared>,
+    count: ConnectionGuard,
+    deadline: Option<Instant>,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let signals = Arc::new(IoSignals::default());
     let stream = Corked::new(stream, signals.clone());
-    let shared = shared.clone();
     match shared.config.tls.clone() {
         None => {
             let protocol = Protocol::cleartext(shared.config.http);
@@ -32,7 +86,10 @@ where
         }
         Some(tls) => {
             let relay = shared.relay.clone();
-            let handshake = handshake_then_serve(stream, tls, info, shared, signals, count);
+            let deadline =
+                deadline.or_else(|| tls.handshake_timeout.map(|limit| Instant::now() + limit));
+            let handshake =
+                handshake_then_serve(stream, tls, info, shared, signals, count, deadline);
             tokio::spawn(Relayed::new(handshake, &relay));
         }
     }
@@ -60,13 +117,15 @@ async fn handshake_then_serve<S>(
     shared: Arc<ServerShared>,
     signals: Arc<IoSignals>,
     count: ConnectionGuard,
+    deadline: Option<Instant>,
 ) where
     S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
 {
-    let handshake = finish_handshake(tls.acceptor.accept(stream).into_fallible());
+    let identity = tls.current();
+    let handshake = finish_handshake(identity.acceptor.accept(stream).into_fallible());
     // A failed or stalled handshake just closes the connection: there is nobody to answer.
-    let stream = match tls.handshake_timeout {
-        Some(limit) => match tokio::time::timeout(limit, handshake).await {
+    let stream = match deadline {
+        Some(deadline) => match tokio::time::timeout_at(deadline, handshake).await {
             Ok(Some(stream)) => stream,
             _ => return,
         },
@@ -77,7 +136,10 @@ async fn handshake_then_serve<S>(
     };
     let session = stream.get_ref().1;
     let protocol = Protocol::negotiated(shared.config.http, session.alpn_protocol());
-    info.tls = Some(Arc::new(TlsInfo::new(session, tls.server_cert_pem.clone())));
+    info.tls = Some(Arc::new(TlsInfo::new(
+        session,
+        identity.server_cert_pem.clone(),
+    )));
     spawn_serving(stream, info, shared, protocol, signals, count);
 }
 

@@ -18,7 +18,7 @@ use crate::bridge::body::{BodyAborted, InChunks, ResponseBody, REQUEST_BODY_QUEU
 use crate::bridge::exchange::{CloseGuard, Exchange};
 use crate::bridge::http_state::{BufferLimits, HttpState, RequestBody};
 use crate::bridge::pending::PendingRequest;
-use crate::bridge::wakeup::{Event, Warning};
+use crate::bridge::wakeup::{Event, LogText};
 use crate::http::body_reader::{BodyError, BodyReader};
 use crate::http::h1_request::check_head;
 use crate::http::headers::{
@@ -150,7 +150,7 @@ fn warn_limit(conn: &ConnCtx, status: StatusCode, why: std::fmt::Arguments<'_>) 
     let text = format!("{} from {}: {why}", status.as_u16(), conn.peer_text());
     conn.shared
         .wakeup
-        .push(Event::Warning(Box::new(Warning(text))));
+        .push(Event::Warning(Box::new(LogText(text))));
 }
 
 /// Logs why a streamed body was cut off (a broken body is the client's business, not logged).

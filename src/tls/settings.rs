@@ -1,7 +1,7 @@
 //! Building the rustls server configuration from the `--ssl-*` options.
 
 use std::path::PathBuf;
-use std::sync::Arc;
+use std::sync::{Arc, RwLock};
 use std::time::Duration;
 
 use rustls::crypto::CryptoProvider;
@@ -48,12 +48,21 @@ pub(crate) struct LoadedTls {
     pub(crate) server_cert_pem: Arc<str>,
 }
 
-/// What the accept loop needs for TLS connections.
+/// What the accept loop needs for TLS connections. The certificate can be replaced while
+/// serving (a reload): each handshake takes the one current when it starts, and connections
+/// established before keep theirs.
 pub(crate) struct TlsServer {
-    pub(crate) acceptor: TlsAcceptor,
-    pub(crate) server_cert_pem: Arc<str>,
+    current: RwLock<Arc<TlsIdentity>>,
+    /// The ALPN list every replacement gets (from `--http`).
+    alpn: Vec<Vec<u8>>,
     /// A client that does not finish the handshake in time is dropped.
     pub(crate) handshake_timeout: Option<Duration>,
+}
+
+/// One loaded configuration: the acceptor and the certificate it presents.
+pub(crate) struct TlsIdentity {
+    pub(crate) acceptor: TlsAcceptor,
+    pub(crate) server_cert_pem: Arc<str>,
 }
 
 impl std::fmt::Debug for TlsServer {
@@ -64,6 +73,25 @@ impl std::fmt::Debug for TlsServer {
     }
 }
 
+impl TlsServer {
+    /// The configuration for a handshake starting now: one read lock per handshake, none
+    /// per request.
+    pub(crate) fn current(&self) -> Arc<TlsIdentity> {
+        self.current
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// New handshakes use `loaded` from now on. It comes with its own session-ticket keys:
+    /// sessions from before cannot resume past the reload, so a changed CA bundle judges
+    /// every client's certificate again.
+    pub(crate) fn replace(&self, loaded: &LoadedTls) {
+        let identity = Arc::new(loaded.identity(&self.alpn));
+        *self.current.write().unwrap_or_else(|p| p.into_inner()) = identity;
+    }
+}
+
 impl LoadedTls {
     /// The server for a given ALPN list (most preferred first).
     pub(crate) fn with_alpn(
@@ -71,12 +99,20 @@ impl LoadedTls {
         alpn: &[&[u8]],
         handshake_timeout: Option<Duration>,
     ) -> TlsServer {
-        let mut config = (*self.config).clone();
-        config.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+        let alpn: Vec<Vec<u8>> = alpn.iter().map(|p| p.to_vec()).collect();
         TlsServer {
+            current: RwLock::new(Arc::new(self.identity(&alpn))),
+            alpn,
+            handshake_timeout,
+        }
+    }
+
+    fn identity(&self, alpn: &[Vec<u8>]) -> TlsIdentity {
+        let mut config = (*self.config).clone();
+        config.alpn_protocols = alpn.to_vec();
+        TlsIdentity {
             acceptor: TlsAcceptor::from(Arc::new(config)),
             server_cert_pem: self.server_cert_pem.clone(),
-            handshake_timeout,
         }
     }
 }
