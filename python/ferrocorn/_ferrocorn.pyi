@@ -68,6 +68,8 @@ class HttpProtocol:
         seconds since the request arrived)."""
     def set_access_client(self, client: str) -> None:
         """The client the core's access line names (the proxy headers' rewrite); first call wins."""
+    def waited(self) -> float:
+        """Seconds from the request's arrival (before any admission queue) to now."""
     def timed_out(self) -> None:
         """``--timeout-request`` cancels the app: an unanswered request gets 503 + Retry-After."""
 
@@ -184,6 +186,8 @@ class Core:
         """The name of the asyncio task of every app call this core starts ("ferrocorn.app"
         for the process's first core, "ferrocorn.app-<n>" for the n-th): what a graceful
         shutdown waits for."""
+    def server_counts(self) -> dict[str, Any]:
+        """``requests_queued``, ``responses_503`` (by reason) and ``tls_handshake_failures``."""
     def total_requests(self) -> int:
         """Requests received since start (for ``limit_max_requests``)."""
     def release_memory(self) -> None:

@@ -72,7 +72,13 @@ impl PendingRequest {
             response: 1 << 20,
             connection: None,
         };
-        let state = HttpState::new(RequestBody::Done, tx, false, buffers);
+        let state = HttpState::new(
+            RequestBody::Done,
+            tx,
+            false,
+            buffers,
+            std::time::Instant::now(),
+        );
         PendingRequest {
             head,
             conn: Arc::new(conn),
