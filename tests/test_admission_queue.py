@@ -12,6 +12,7 @@ import json
 import signal
 import socket
 import threading
+import time
 
 import httpx
 import pytest
@@ -343,3 +344,27 @@ def test_bad_values_fail_at_start_up_with_one_line(flags, message):
     assert result.returncode != 0
     stderr = result.stderr.decode()
     assert message in stderr and len(stderr.strip().splitlines()) == 1, stderr
+
+
+def test_a_queued_request_outlives_the_keep_alive_timer(server_factory):
+    # Waiting is not idling: neither --timeout-keep-alive nor parking (after 1 s idle) may
+    # close the connection of a request that waits for a slot.
+    server = server_factory(
+        APP, "--limit-concurrency", "1", "--limit-concurrency-queue", "1",
+        "--timeout-keep-alive", "1", "--metrics", "--metrics-port", "0",
+    )
+    control = Control(server)
+    mport = metrics_port(server)
+    first = send_block(server.port, 1)
+    assert wait_until(lambda: control.started() == [1])
+    waiting = send_block(server.port, 2)
+    assert wait_until(lambda: queued(mport) == 1)
+    time.sleep(2.5)  # past the keep-alive timeout and the parking delay
+    control.release()
+    assert first.read_response().status == 200
+    assert wait_until(lambda: control.started() == [1, 2])
+    control.release()
+    assert waiting.read_response().status == 200
+    for conn in (first, waiting):
+        conn.close()
+    control.close()

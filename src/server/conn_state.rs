@@ -95,14 +95,19 @@ pub(crate) struct IdleState {
 pub(crate) struct InFlight {
     conn: Arc<ConnCtx>,
     /// Held only to be dropped with the request.
-    _slot: Option<OwnedSemaphorePermit>,
+    slot: Option<OwnedSemaphorePermit>,
 }
 
 impl InFlight {
-    pub(crate) fn new(conn: Arc<ConnCtx>, slot: Option<OwnedSemaphorePermit>) -> Self {
+    pub(crate) fn new(conn: Arc<ConnCtx>) -> Self {
         conn.enter();
         conn.started.store(true, Ordering::Relaxed);
-        InFlight { conn, _slot: slot }
+        InFlight { conn, slot: None }
+    }
+
+    /// The admission queue gave this request its slot.
+    pub(crate) fn hold(&mut self, slot: OwnedSemaphorePermit) {
+        self.slot = Some(slot);
     }
 
     /// hyper took a chunk of a streamed response: corked writes go out (see `IoSignals`).

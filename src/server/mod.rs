@@ -137,7 +137,8 @@ impl ServerShared {
         }
     }
 
-    /// A request `admit_request` counted is answered 503 without running.
+    /// A request `admit_request` counted is answered 503 without running (and without an
+    /// `InFlight`, whose drop would count it out).
     pub(crate) fn request_refused(&self, reason: Unavailable) {
         self.requests_in_flight.fetch_sub(1, Ordering::SeqCst);
         self.unavailable.count(reason);

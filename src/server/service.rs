@@ -114,20 +114,26 @@ pub(crate) async fn handle_request(
 ) -> Result<Response<TrackedBody>, Infallible> {
     let shared = &conn.shared;
     let arrived = Instant::now();
-    let slot = match shared.admit_request(|| is_websocket_request(&shared.config, &req)) {
-        Admit::Run => None,
+    let in_flight = match shared.admit_request(|| is_websocket_request(&shared.config, &req)) {
+        Admit::Run => InFlight::new(conn.clone()),
         Admit::Refused(reason) => {
             return Ok(TrackedBody::new(unavailable(shared, reason), None, None))
         }
-        Admit::Wait(queue) => match queue.admit(shared.lifecycle.subscribe()).await {
-            Ok(permit) => Some(permit),
-            Err(reason) => {
-                shared.request_refused(reason);
-                return Ok(TrackedBody::new(unavailable(shared, reason), None, None));
+        Admit::Wait(queue) => {
+            // In flight from here: a waiting request keeps its connection busy (no keep-alive
+            // close, no parking), and dropping this (the client left) ends it like any other.
+            let mut in_flight = InFlight::new(conn.clone());
+            match queue.admit(shared.lifecycle.subscribe()).await {
+                Ok(slot) => in_flight.hold(slot),
+                Err(reason) => {
+                    shared.unavailable.count(reason);
+                    drop(in_flight);
+                    return Ok(TrackedBody::new(unavailable(shared, reason), None, None));
+                }
             }
-        },
+            in_flight
+        }
     };
-    let in_flight = InFlight::new(conn.clone(), slot);
     let (response, body_failed) = respond(req, &conn, arrived).await;
     Ok(TrackedBody::new(response, Some(in_flight), body_failed))
 }
