@@ -350,8 +350,16 @@ def test_a_queued_request_outlives_the_keep_alive_timer(server_factory):
     # Waiting is not idling: neither --timeout-keep-alive nor parking (after 1 s idle) may
     # close the connection of a request that waits for a slot.
     server = server_factory(
-        APP, "--limit-concurrency", "1", "--limit-concurrency-queue", "1",
-        "--timeout-keep-alive", "1", "--metrics", "--metrics-port", "0",
+        APP,
+        "--limit-concurrency",
+        "1",
+        "--limit-concurrency-queue",
+        "1",
+        "--timeout-keep-alive",
+        "1",
+        "--metrics",
+        "--metrics-port",
+        "0",
     )
     control = Control(server)
     mport = metrics_port(server)
