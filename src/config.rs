@@ -67,6 +67,12 @@ pub(crate) struct ServerConfig {
     pub(crate) timeout_keep_alive: Option<Duration>,
     /// Answer 503 instead of dispatching beyond this many requests in flight.
     pub(crate) limit_concurrency: Option<usize>,
+    /// `--limit-concurrency-queue`: this many more requests may wait for a slot, each at
+    /// most `timeout_queue`.
+    pub(crate) limit_concurrency_queue: Option<usize>,
+    pub(crate) timeout_queue: Duration,
+    /// `--limit-websockets`: WebSocket sessions open at once (counted apart from requests).
+    pub(crate) limit_websockets: Option<usize>,
     /// `--limit-max-requests`: the request that reaches it starts the drain.
     pub(crate) limit_max_requests: Option<u64>,
     /// Largest request body: a Content-Length above it gets 413 up front, a streamed body is
@@ -103,6 +109,9 @@ impl Default for ServerConfig {
             header_read_timeout: Some(Duration::from_secs(30)),
             timeout_keep_alive: Some(Duration::from_secs(5)),
             limit_concurrency: None,
+            limit_concurrency_queue: None,
+            timeout_queue: Duration::from_secs(30),
+            limit_websockets: None,
             limit_max_requests: None,
             limit_request_body: Some(1 << 30),
             timeout_request_body: Some(Duration::from_secs(60)),

@@ -16,6 +16,7 @@ from ferrocorn._asgi import run_asgi, run_asgi_with_access_log, select_runner
 from ferrocorn.config import Config, ConfigError
 from ferrocorn.metrics import (
     BUCKETS,
+    UNAVAILABLE_REASONS,
     MetricsServer,
     RequestMetrics,
     bind_metrics_socket,
@@ -43,6 +44,12 @@ FAMILIES = {
     "ferrocorn_open_connections": "gauge",
     "ferrocorn_websocket_connections": "gauge",
     "ferrocorn_request_duration_seconds": "histogram",
+    "ferrocorn_requests_queued": "gauge",
+    "ferrocorn_requests_timed_out_total": "counter",
+    "ferrocorn_tls_handshake_failures_total": "counter",
+    "ferrocorn_responses_503_total": "counter",
+    "ferrocorn_request_wait_seconds": "histogram",
+    "ferrocorn_event_loop_lag_seconds": "histogram",
 }
 # With a supervisor: the same summed, each per worker, and the supervisor's view.
 SUPERVISOR_FAMILIES = {
@@ -231,6 +238,9 @@ class FakeProto:
     def access_info(self):
         return ("127.0.0.1:1", "GET", "/p?q", "1.1", self.status, 0, self.seconds)
 
+    def waited(self):
+        return 0.002
+
 
 def test_select_runner_defaults_are_the_fast_paths():
     app = object()
@@ -271,6 +281,7 @@ def test_metrics_wrapper_counts():
     assert snap["requests_total"] == 4 and snap["requests_in_flight"] == 0
     assert snap["responses"] == {200: 2, 404: 1, 500: 1}
     assert sum(snap["buckets"]) == 4
+    assert sum(snap["wait_buckets"]) == 4 and snap["wait_sum"] == pytest.approx(0.008)
     assert snap["websocket_connections"] == 0  # counted while running, not as a request
 
 
@@ -553,8 +564,12 @@ def assert_aggregate_is_gone_plus_workers(samples, gone=None):
     for name in REQUEST_FAMILIES + ["ferrocorn_request_duration_seconds_count"]:
         worker_name = "ferrocorn_worker_" + name[len("ferrocorn_") :]
         total = sum(per_worker(samples, worker_name).values()) + gone.get(name, 0)
-        if name != "ferrocorn_responses_total":
+        if name not in ("ferrocorn_responses_total", "ferrocorn_responses_503_total"):
             assert samples[(name, "")] == total, name
+    for reason in UNAVAILABLE_REASONS:
+        values = per_worker(samples, "ferrocorn_worker_responses_503_total", reason=reason)
+        total = sum(values.values()) + gone.get(("ferrocorn_responses_503_total", reason), 0)
+        assert samples[("ferrocorn_responses_503_total", f'reason="{reason}"')] == total, reason
     statuses = {
         labels_of(labels)["status"] for (n, labels) in samples if n == "ferrocorn_responses_total"
     }

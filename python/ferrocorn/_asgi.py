@@ -90,7 +90,7 @@ def select_runner(
     """
     app, runner = _select(app, access_log, log_format, proxy, metrics, core_log)
     if timeout is not None:
-        runner = _with_request_timeout(runner, timeout)
+        runner = _with_request_timeout(runner, timeout, metrics)
     return app, runner
 
 
@@ -141,7 +141,7 @@ def _proxied_access_log_runner(rewrite: Any) -> Any:
     return run_asgi_proxied_with_access_log
 
 
-def _with_request_timeout(runner: Any, seconds: float) -> Any:
+def _with_request_timeout(runner: Any, seconds: float, metrics: Any = None) -> Any:
     """``--timeout-request``: an HTTP app call still running ``seconds`` after it started
     (its request had just arrived) is cancelled: ``CancelledError`` at the app's current
     await, so its ``finally`` blocks run. The core answers an unanswered request with 503 and
@@ -155,7 +155,7 @@ def _with_request_timeout(runner: Any, seconds: float) -> Any:
             return
         task = current_task()
         loop = asyncio.get_running_loop()
-        handle = loop.call_later(seconds, _expire, task, proto, scope, seconds)
+        handle = loop.call_later(seconds, _expire, task, proto, scope, seconds, metrics)
         try:
             await runner(app, scope, proto)
         finally:
@@ -164,10 +164,12 @@ def _with_request_timeout(runner: Any, seconds: float) -> Any:
     return run_with_timeout
 
 
-def _expire(task: Any, proto: Any, scope: dict, seconds: float) -> None:
+def _expire(task: Any, proto: Any, scope: dict, seconds: float, metrics: Any) -> None:
     """The request's time is up while its app call still runs (the handle is cancelled
     when the call ends)."""
     proto.timed_out()
+    if metrics is not None:
+        metrics.timed_out += 1
     task.cancel()
     error_logger.warning(
         "Request timed out after %gs (--timeout-request); cancelled the app: %s %s",
@@ -207,6 +209,7 @@ def _extended_runner(rewrite: Any, access_log: bool, log_format: Any, metrics: A
                 metrics.websockets += 1
             else:
                 metrics.started += 1
+                metrics.observe_wait(proto.waited())
         if rewrite is None:
             app_scope = scope
             await run_asgi(app, scope, proto)

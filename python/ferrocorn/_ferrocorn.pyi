@@ -68,6 +68,8 @@ class HttpProtocol:
         seconds since the request arrived)."""
     def set_access_client(self, client: str) -> None:
         """The client the core's access line names (the proxy headers' rewrite); first call wins."""
+    def waited(self) -> float:
+        """Seconds from the request's arrival (before any admission queue) to now."""
     def timed_out(self) -> None:
         """``--timeout-request`` cancels the app: an unanswered request gets 503 + Retry-After."""
 
@@ -187,6 +189,8 @@ class Core:
     def reload_tls(self, tls: TlsConfig) -> None:
         """New TLS handshakes present ``tls`` from now on; established connections keep
         theirs.  ``ValueError`` when the server does not serve TLS."""
+    def server_counts(self) -> dict[str, Any]:
+        """``requests_queued``, ``responses_503`` (by reason) and ``tls_handshake_failures``."""
     def total_requests(self) -> int:
         """Requests received since start (for ``limit_max_requests``)."""
     def release_memory(self) -> None:

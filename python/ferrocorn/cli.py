@@ -57,6 +57,9 @@ _SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
         "Limits",
         (
             "limit_concurrency",
+            "limit_concurrency_queue",
+            "timeout_queue",
+            "limit_websockets",
             "limit_max_requests",
             "limit_request_body",
             "limit_request_line",
@@ -292,7 +295,28 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     "--limit-concurrency",
     type=int,
     default=None,
-    help="Answer 503 to requests beyond this many in flight at once.",
+    help="Answer 503 to requests beyond this many in flight at once (WebSocket sessions "
+    "are not counted: see --limit-websockets).",
+)
+@_option(
+    "--limit-concurrency-queue",
+    type=int,
+    default=None,
+    help="Let this many requests beyond --limit-concurrency wait for a slot, first come "
+    "first served (503 with Retry-After beyond them). Default: none wait.",
+)
+@_option(
+    "--timeout-queue",
+    type=float,
+    default=_DEFAULTS["timeout_queue"],
+    help="A request waiting in the --limit-concurrency-queue gets 503 with Retry-After "
+    "after this long.",
+)
+@_option(
+    "--limit-websockets",
+    type=int,
+    default=None,
+    help="Answer 503 to WebSocket handshakes beyond this many open sessions. Default: no limit.",
 )
 @_option(
     "--limit-max-requests",

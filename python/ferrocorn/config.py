@@ -494,6 +494,9 @@ class Config:
         interface: str = "auto",
         env_file: str | os.PathLike[str] | None = None,
         limit_concurrency: int | None = None,
+        limit_concurrency_queue: int | None = None,
+        timeout_queue: float = 30.0,
+        limit_websockets: int | None = None,
         limit_max_requests: int | None = None,
         limit_request_body: int | None = 1073741824,
         limit_request_line: int | None = 16384,
@@ -593,6 +596,16 @@ class Config:
         self.interface = _check_choice("interface", interface, INTERFACES)
         self.env_file = os.fspath(env_file) if env_file is not None else None
         self.limit_concurrency = _check_optional_int("limit_concurrency", limit_concurrency, 1)
+        # Requests beyond --limit-concurrency wait for a slot, first come first served, this
+        # many at most and each at most timeout_queue seconds (src/server/admission.rs).
+        self.limit_concurrency_queue = _check_optional_int(
+            "limit_concurrency_queue", limit_concurrency_queue, 1
+        )
+        if self.limit_concurrency_queue is not None and self.limit_concurrency is None:
+            raise ConfigError("--limit-concurrency-queue needs --limit-concurrency.")
+        self.timeout_queue = _check_seconds("timeout_queue", timeout_queue, allow_zero=False)
+        # WebSocket sessions open at once, counted apart from --limit-concurrency.
+        self.limit_websockets = _check_optional_int("limit_websockets", limit_websockets, 1)
         self.limit_max_requests = _check_optional_int("limit_max_requests", limit_max_requests, 1)
         # These three: None or 0 turns the limit off.
         self.limit_request_body = _check_optional_int("limit_request_body", limit_request_body, 0)

@@ -21,7 +21,21 @@ Exposed families:
 * ``ferrocorn_websocket_connections`` (gauge): WebSocket sessions whose app call is running
   (they are not counted as requests, and their lifetimes stay out of the histogram);
 * ``ferrocorn_request_duration_seconds`` (histogram): from request arrival to the end of the
-  app call.
+  app call;
+* ``ferrocorn_request_wait_seconds`` (histogram): from request arrival (as hyper hands it
+  over) to the app call: the wait in the admission queue, a small body read up front, and the
+  hand-off to the event loop;
+* ``ferrocorn_requests_queued`` (gauge): requests waiting in the admission queue
+  (``--limit-concurrency-queue``);
+* ``ferrocorn_responses_503_total{reason}`` (counter): the 503s the core answers itself,
+  ``reason`` one of ``concurrency`` (``--limit-concurrency`` without a queue), ``queue_full``,
+  ``queue_timeout`` (``--timeout-queue``), ``draining`` (waiting when the graceful shutdown
+  began), ``websockets`` (``--limit-websockets``); kept in the core, read on each scrape;
+* ``ferrocorn_requests_timed_out_total`` (counter): app calls ``--timeout-request`` cancelled;
+* ``ferrocorn_tls_handshake_failures_total`` (counter): TLS handshakes that failed or took
+  longer than ``--ssl-handshake-timeout``;
+* ``ferrocorn_event_loop_lag_seconds`` (histogram): every ``LAG_INTERVAL`` a callback due at
+  a known time records how late the loop ran it (``LoopLag``).
 
 With a supervisor these are the sums over all workers (plus what workers that are gone had
 counted), and each family also comes per worker as ``ferrocorn_worker_<name>{worker, pid}``;
@@ -41,6 +55,8 @@ from .config import ConfigError
 
 __all__ = [
     "BUCKETS",
+    "LAG_BUCKETS",
+    "LoopLag",
     "MetricsChannel",
     "MetricsServer",
     "RequestMetrics",
@@ -54,30 +70,96 @@ __all__ = [
     "open_metrics_socket",
     "render",
     "render_request_families",
+    "UNAVAILABLE_REASONS",
+    "WAIT_BUCKETS",
 ]
 
 logger = logging.getLogger("ferrocorn.error")
 
 BUCKETS = (0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0)
+# The wait before the app call: short unless requests queue (--limit-concurrency-queue).
+WAIT_BUCKETS = (
+    0.0005,
+    0.001,
+    0.0025,
+    0.005,
+    0.01,
+    0.025,
+    0.05,
+    0.1,
+    0.25,
+    0.5,
+    1.0,
+    2.5,
+    5.0,
+    10.0,
+    30.0,
+)
+# How late the event loop runs a callback that was due.
+LAG_BUCKETS = (0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0)
+LAG_INTERVAL = 0.5  # seconds between two event-loop lag samples
+# The core's own 503s, by reason (src/server/admission.rs `Unavailable`).
+UNAVAILABLE_REASONS = ("concurrency", "queue_full", "queue_timeout", "draining", "websockets")
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+
+# Histograms: snapshot key -> (family, bounds, help).
+HISTOGRAMS = {
+    "buckets": (
+        "request_duration_seconds",
+        BUCKETS,
+        "Time from request arrival to the end of the application call",
+    ),
+    "wait_buckets": (
+        "request_wait_seconds",
+        WAIT_BUCKETS,
+        "Time from request arrival to the application call (the admission queue included)",
+    ),
+    "loop_lag_buckets": (
+        "event_loop_lag_seconds",
+        LAG_BUCKETS,
+        f"How late the event loop ran a callback that was due (sampled every {LAG_INTERVAL}s)",
+    ),
+}
+
+
+def _sum_key(buckets_key: str) -> str:
+    """A histogram's sum in a snapshot: ``buckets`` -> ``duration_sum``, ``x_buckets`` ->
+    ``x_sum``."""
+    return "duration_sum" if buckets_key == "buckets" else buckets_key[: -len("buckets")] + "sum"
 
 
 class RequestMetrics:
     """Counters one worker's task wrapper updates; touched only on the event-loop thread.
 
-    The wrapper does ``metrics.started += 1`` before the app call and ``observe(status,
-    seconds)`` after it, so ``in flight = started - finished``.
+    The wrapper does ``metrics.started += 1`` and ``observe_wait(seconds)`` before the app
+    call and ``observe(status, seconds)`` after it, so ``in flight = started - finished``.
     """
 
-    __slots__ = ("started", "responses", "bucket_counts", "duration_sum", "websockets")
+    __slots__ = (
+        "started",
+        "responses",
+        "bucket_counts",
+        "duration_sum",
+        "websockets",
+        "timed_out",
+        "wait_counts",
+        "wait_sum",
+        "lag_counts",
+        "lag_sum",
+    )
 
     def __init__(self) -> None:
         self.started = 0
         self.websockets = 0  # WebSocket app calls running (not counted as requests)
+        self.timed_out = 0  # app calls cancelled by --timeout-request
         self.responses: dict[int, int] = {}
         # Non-cumulative counts per bucket; the last slot is +Inf.
         self.bucket_counts = [0] * (len(BUCKETS) + 1)
         self.duration_sum = 0.0
+        self.wait_counts = [0] * (len(WAIT_BUCKETS) + 1)
+        self.wait_sum = 0.0
+        self.lag_counts = [0] * (len(LAG_BUCKETS) + 1)
+        self.lag_sum = 0.0
 
     def observe(self, status: int, seconds: float) -> None:
         responses = self.responses
@@ -86,35 +168,89 @@ class RequestMetrics:
         self.bucket_counts[bisect_left(BUCKETS, seconds)] += 1
         self.duration_sum += seconds
 
-    def snapshot(self, open_connections: int = 0) -> dict[str, Any]:
-        """Plain data (ints, floats, lists, dicts): what a worker would send a supervisor."""
+    def observe_wait(self, seconds: float) -> None:
+        self.wait_counts[bisect_left(WAIT_BUCKETS, seconds)] += 1
+        self.wait_sum += seconds
+
+    def observe_lag(self, seconds: float) -> None:
+        self.lag_counts[bisect_left(LAG_BUCKETS, seconds)] += 1
+        self.lag_sum += seconds
+
+    def snapshot(
+        self, open_connections: int = 0, server: dict[str, Any] | None = None
+    ) -> dict[str, Any]:
+        """Plain data (ints, floats, lists, dicts): what a worker would send a supervisor.
+        ``server``: the core's counts (``Core.server_counts()``), None without a core."""
         finished = sum(self.bucket_counts)
-        return {
-            "requests_total": self.started,
-            "requests_in_flight": max(0, self.started - finished),
-            "responses": dict(self.responses),
-            "open_connections": open_connections,
-            "buckets": list(self.bucket_counts),
-            "duration_sum": self.duration_sum,
-            "websocket_connections": self.websockets,
-        }
+        snap = empty_snapshot()
+        snap.update(
+            requests_total=self.started,
+            requests_in_flight=max(0, self.started - finished),
+            responses=dict(self.responses),
+            open_connections=open_connections,
+            buckets=list(self.bucket_counts),
+            duration_sum=self.duration_sum,
+            websocket_connections=self.websockets,
+            requests_timed_out=self.timed_out,
+            wait_buckets=list(self.wait_counts),
+            wait_sum=self.wait_sum,
+            loop_lag_buckets=list(self.lag_counts),
+            loop_lag_sum=self.lag_sum,
+        )
+        if server is not None:
+            snap["requests_queued"] = int(server["requests_queued"])
+            snap["tls_handshake_failures"] = int(server["tls_handshake_failures"])
+            snap["responses_503"].update(server["responses_503"])
+        return snap
 
 
-# Besides "responses" (counters) and "buckets" (the histogram).
-COUNTER_KEYS = ("requests_total", "duration_sum")
-GAUGE_KEYS = ("requests_in_flight", "open_connections", "websocket_connections")
+class LoopLag:
+    """Samples the event loop's lag every ``LAG_INTERVAL``: a callback due at a known time
+    notes how late it runs (a loop busy with a long callback, or blocked, runs it late)."""
+
+    def __init__(self, metrics: RequestMetrics, loop: asyncio.AbstractEventLoop) -> None:
+        self.metrics = metrics
+        self.loop = loop
+        self._due = 0.0
+        self._handle: asyncio.TimerHandle | None = None
+
+    def start(self) -> None:
+        self._due = self.loop.time() + LAG_INTERVAL
+        self._handle = self.loop.call_at(self._due, self._sample)
+
+    def _sample(self) -> None:
+        # asyncio may run a timer up to its clock resolution early: that is no lag.
+        self.metrics.observe_lag(max(0.0, self.loop.time() - self._due))
+        self.start()
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+
+# Besides the dicts (counters by label) and the histograms' bucket lists.
+COUNTER_KEYS = (
+    "requests_total",
+    "duration_sum",
+    "requests_timed_out",
+    "tls_handshake_failures",
+    "wait_sum",
+    "loop_lag_sum",
+)
+GAUGE_KEYS = ("requests_in_flight", "open_connections", "websocket_connections", "requests_queued")
+_INT_KEYS = ("requests_total", "requests_timed_out", "tls_handshake_failures") + GAUGE_KEYS
+_FLOAT_KEYS = ("duration_sum", "wait_sum", "loop_lag_sum")
 
 
 def empty_snapshot() -> dict[str, Any]:
-    return {
-        "requests_total": 0,
-        "requests_in_flight": 0,
-        "responses": {},
-        "open_connections": 0,
-        "buckets": [0] * (len(BUCKETS) + 1),
-        "duration_sum": 0.0,
-        "websocket_connections": 0,
-    }
+    snap: dict[str, Any] = {key: 0 for key in _INT_KEYS}
+    snap.update({key: 0.0 for key in _FLOAT_KEYS})
+    snap["responses"] = {}
+    snap["responses_503"] = {reason: 0 for reason in UNAVAILABLE_REASONS}
+    for key, (_, bounds, _) in HISTOGRAMS.items():
+        snap[key] = [0] * (len(bounds) + 1)
+    return snap
 
 
 def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
@@ -123,16 +259,21 @@ def merge_snapshots(snapshots: list[dict[str, Any]]) -> dict[str, Any]:
     for snap in snapshots:
         for key in COUNTER_KEYS + GAUGE_KEYS:
             merged[key] += snap[key]
-        for status, count in snap["responses"].items():
-            merged["responses"][status] = merged["responses"].get(status, 0) + count
-        merged["buckets"] = [a + b for a, b in zip(merged["buckets"], snap["buckets"])]
+        for dict_key in ("responses", "responses_503"):
+            into = merged[dict_key]
+            for label, count in snap[dict_key].items():
+                into[label] = into.get(label, 0) + count
+        for key in HISTOGRAMS:
+            merged[key] = [a + b for a, b in zip(merged[key], snap[key])]
     return merged
 
 
 def counters_of(snapshot: dict[str, Any]) -> dict[str, Any]:
     """``snapshot`` with its gauges zeroed: what a worker that is gone still contributes."""
     counters = dict(snapshot, responses=dict(snapshot["responses"]))
-    counters["buckets"] = list(snapshot["buckets"])
+    counters["responses_503"] = dict(snapshot["responses_503"])
+    for key in HISTOGRAMS:
+        counters[key] = list(snapshot[key])
     for key in GAUGE_KEYS:
         counters[key] = 0
     return counters
@@ -147,14 +288,16 @@ def decode_snapshot(data: bytes) -> dict[str, Any]:
     """The inverse of ``encode_snapshot``; ValueError when ``data`` is not a snapshot."""
     try:
         raw = json.loads(data)
-        snap = {key: int(raw[key]) for key in ("requests_total",) + GAUGE_KEYS}
-        snap["duration_sum"] = float(raw["duration_sum"])
+        snap = {key: int(raw[key]) for key in _INT_KEYS}
+        snap.update({key: float(raw[key]) for key in _FLOAT_KEYS})
         snap["responses"] = {int(k): int(v) for k, v in raw["responses"].items()}
-        snap["buckets"] = [int(v) for v in raw["buckets"]]
+        snap["responses_503"] = {str(k): int(v) for k, v in raw["responses_503"].items()}
+        for key, (_, bounds, _) in HISTOGRAMS.items():
+            snap[key] = [int(v) for v in raw[key]]
+            if len(snap[key]) != len(bounds) + 1:
+                raise ValueError("not a metrics snapshot: wrong number of buckets")
     except (KeyError, TypeError, AttributeError) as exc:  # JSON errors are ValueErrors
         raise ValueError(f"not a metrics snapshot: {exc!r}") from None
-    if len(snap["buckets"]) != len(BUCKETS) + 1:
-        raise ValueError("not a metrics snapshot: wrong number of buckets")
     return snap
 
 
@@ -193,23 +336,35 @@ def render_request_families(
         ("requests_in_flight", "Application calls in progress"),
         ("open_connections", "Open client connections"),
         ("websocket_connections", "WebSocket sessions the application is serving"),
+        ("requests_queued", "Requests waiting in the admission queue"),
     ):
         name = family(key, "gauge", text)
         for labels, snap in series:
             lines.append(f"{_labelled(name, labels)} {snap[key]}")
+    for key, text in (
+        ("requests_timed_out", "Application calls cancelled by --timeout-request"),
+        ("tls_handshake_failures", "TLS handshakes that failed or timed out"),
+    ):
+        name = family(key + "_total", "counter", text)
+        for labels, snap in series:
+            lines.append(f"{_labelled(name, labels)} {snap[key]}")
     name = family(
-        "request_duration_seconds",
-        "histogram",
-        "Time from request arrival to the end of the application call",
+        "responses_503_total", "counter", "503 responses the server made itself, by reason"
     )
     for labels, snap in series:
-        cumulative = 0
-        for bound, count in zip((*map(_bound, BUCKETS), "+Inf"), snap["buckets"]):
-            cumulative += count
-            le = f'le="{bound}"'
-            lines.append(f"{_labelled(name + '_bucket', labels, le)} {cumulative}")
-        lines.append(f"{_labelled(name + '_sum', labels)} {snap['duration_sum']!r}")
-        lines.append(f"{_labelled(name + '_count', labels)} {cumulative}")
+        for reason in sorted(snap["responses_503"]):
+            sample = _labelled(name, labels, f'reason="{reason}"')
+            lines.append(f"{sample} {snap['responses_503'][reason]}")
+    for key, (base, bounds, text) in HISTOGRAMS.items():
+        name = family(base, "histogram", text)
+        for labels, snap in series:
+            cumulative = 0
+            for bound, count in zip((*map(_bound, bounds), "+Inf"), snap[key]):
+                cumulative += count
+                le = f'le="{bound}"'
+                lines.append(f"{_labelled(name + '_bucket', labels, le)} {cumulative}")
+            lines.append(f"{_labelled(name + '_sum', labels)} {snap[_sum_key(key)]!r}")
+            lines.append(f"{_labelled(name + '_count', labels)} {cumulative}")
     return lines
 
 
@@ -273,10 +428,12 @@ class MetricsServer:
         metrics: RequestMetrics | None,
         sock: socket.socket,
         open_connections: Callable[[], int] = lambda: 0,
+        server_counts: Callable[[], dict[str, Any] | None] = lambda: None,
     ) -> None:
         self.metrics = metrics
         self.sock = sock
         self.open_connections = open_connections
+        self.server_counts = server_counts
         self._server: asyncio.AbstractServer | None = None
 
     @property
@@ -296,10 +453,10 @@ class MetricsServer:
     def body(self) -> bytes:
         assert self.metrics is not None
         try:
-            connections = self.open_connections()
+            connections, counts = self.open_connections(), self.server_counts()
         except Exception:  # the core is gone (shutting down)
-            connections = 0
-        return render(self.metrics.snapshot(connections)).encode()
+            connections, counts = 0, None
+        return render(self.metrics.snapshot(connections, counts)).encode()
 
     async def metrics_body(self) -> bytes:
         return self.body()

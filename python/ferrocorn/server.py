@@ -18,7 +18,13 @@ from ._process_contract import EXIT_CONFIG_ERROR, EXIT_OK, EXIT_STARTUP_FAILED, 
 from ._stand_in import failure_app
 from .config import Config, ConfigError
 from .lifespan import Lifespan
-from .metrics import MetricsServer, RequestMetrics, log_endpoint, open_metrics_socket
+from .metrics import (
+    LoopLag,
+    MetricsServer,
+    RequestMetrics,
+    log_endpoint,
+    open_metrics_socket,
+)
 from .proxy_headers import ProxyHeadersMiddleware
 from .supervisor import Supervisor
 from .tls_reload import TlsReloader
@@ -53,6 +59,7 @@ class Server:
         self.stand_in_on_failure = False
         # With TLS: reloads the certificate on SIGHUP and --ssl-reload-interval.
         self._tls_reloader: TlsReloader | None = None
+        self._closed_counts: dict[str, Any] | None = None  # the core's, once it closed
 
     def _use_stand_in(self, reason: str, exc: BaseException | None) -> None:
         """--reload: serve 503s naming ``reason`` until the next change replaces this worker."""
@@ -106,6 +113,10 @@ class Server:
                 self.exit_code = EXIT_CONFIG_ERROR
             else:
                 await self._start_metrics()
+                loop_lag = None
+                if self.metrics is not None:
+                    loop_lag = LoopLag(self.metrics, loop)
+                    loop_lag.start()
                 self.started = True
                 self._log_started()
                 ticks = 0
@@ -118,6 +129,8 @@ class Server:
                     if ticks % _RELEASE_MEMORY_TICKS == 0 and self._core is not None:
                         self._core.release_memory()
                 await self._shutdown()
+                if loop_lag is not None:
+                    loop_lag.stop()
 
         if lifespan is not None:
             await lifespan.shutdown()
@@ -199,10 +212,17 @@ class Server:
     def _connections(self) -> int:
         return self._core.active_connections() if self._core is not None else 0
 
+    def _server_counts(self) -> dict[str, Any] | None:
+        """The core's counts for a metrics snapshot (after it closed: its last ones, which a
+        worker's final snapshot carries)."""
+        return self._core.server_counts() if self._core is not None else self._closed_counts
+
     def _open_metrics_endpoint(self) -> None:
         """Bind the endpoint (overridden by worker.WorkerServer: the supervisor serves it)."""
         sock = open_metrics_socket(self.config.metrics_host, self.config.metrics_port)
-        self._metrics_server = MetricsServer(self.metrics, sock, self._connections)
+        self._metrics_server = MetricsServer(
+            self.metrics, sock, self._connections, self._server_counts
+        )
 
     async def _stop_metrics(self) -> None:
         """After the core closed (overridden by worker.WorkerServer)."""
@@ -252,6 +272,7 @@ class Server:
         app_calls = _AppCalls(core.app_task_name())
         await self._wait_for_app_calls(app_calls, deadline)
         core.close()
+        self._closed_counts = core.server_counts()
         self._core = None
         await self._stop_metrics()
         # Give app tasks whose connections were just closed a moment to observe it.

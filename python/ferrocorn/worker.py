@@ -64,7 +64,8 @@ class WorkerServer(Server):
         metrics = self.metrics
         assert metrics is not None
         self._metrics_channel = MetricsChannel(
-            socket.socket(fileno=fd), lambda: metrics.snapshot(self._connections())
+            socket.socket(fileno=fd),
+            lambda: metrics.snapshot(self._connections(), self._server_counts()),
         )
 
     async def _start_metrics(self) -> None:

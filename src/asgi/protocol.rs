@@ -610,6 +610,12 @@ impl HttpProtocol {
         self.ex.state().timed_out = true;
     }
 
+    /// Seconds from the request's arrival (before any wait in the admission queue) to now;
+    /// the metrics runner asks as the app call starts.
+    fn waited(&self) -> f64 {
+        self.ex.state().received_at.elapsed().as_secs_f64()
+    }
+
     /// The client the access line names (the proxy headers' rewrite of the scope); set
     /// before the app runs, by the runner.
     fn set_access_client(&self, client: String) {

@@ -683,7 +683,13 @@ mod tests {
             response: 1 << 20,
             connection: None,
         };
-        HttpState::new(RequestBody::Done, tx, is_head, buffers)
+        HttpState::new(
+            RequestBody::Done,
+            tx,
+            is_head,
+            buffers,
+            std::time::Instant::now(),
+        )
     }
 
     fn headers(pairs: &[(&'static str, &'static str)]) -> HeaderMap {

@@ -97,7 +97,8 @@ pub(crate) struct HttpState {
     /// For the access log.
     pub(crate) status: u16,
     pub(crate) bytes_sent: u64,
-    /// When hyper handed the request over (for the access log's duration).
+    /// When hyper handed the request over, before any wait in the admission queue (for
+    /// the access log's duration and the metrics' wait before the app call).
     pub(crate) received_at: Instant,
     pub(crate) buffers: BufferLimits,
     pub(crate) deferred: Option<DeferredSend>,
@@ -111,6 +112,7 @@ impl HttpState {
         tx: ResponseSender,
         is_head: bool,
         buffers: BufferLimits,
+        received_at: Instant,
     ) -> Self {
         HttpState {
             body,
@@ -123,7 +125,7 @@ impl HttpState {
             trailers: false,
             status: 0,
             bytes_sent: 0,
-            received_at: Instant::now(),
+            received_at,
             buffers,
             deferred: None,
             timed_out: false,

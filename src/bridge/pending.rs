@@ -75,7 +75,13 @@ impl PendingRequest {
             response: 1 << 20,
             connection: None,
         };
-        let state = HttpState::new(RequestBody::Done, tx, false, buffers);
+        let state = HttpState::new(
+            RequestBody::Done,
+            tx,
+            false,
+            buffers,
+            std::time::Instant::now(),
+        );
         PendingRequest {
             trailers: crate::http::headers::trailers_reach_client(head.version, &head.headers),
             head,

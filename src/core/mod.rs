@@ -20,6 +20,7 @@ use crate::asgi::dispatch::{AppCall, Dispatcher};
 use crate::asgi::loop_ctx::LoopCtx;
 use crate::asgi::spawn::Runner;
 use crate::bridge::wakeup::Wakeup;
+use crate::server::admission::Unavailable;
 use crate::server::listener::{accept_loop, Listener};
 use crate::server::runtime::IoRuntime;
 use crate::server::{Lifecycle, ServerShared};
@@ -258,6 +259,21 @@ impl Core {
                 "this server does not serve TLS: nothing to reload",
             )),
         }
+    }
+
+    /// What the network side counts for `--metrics`, read on a scrape: requests waiting in
+    /// the admission queue now, the server's own 503s by reason, failed TLS handshakes.
+    fn server_counts<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
+        let shared = &self.shared;
+        let unavailable = PyDict::new(py);
+        for reason in Unavailable::ALL {
+            unavailable.set_item(reason.label(), shared.unavailable.get(reason))?;
+        }
+        let counts = PyDict::new(py);
+        counts.set_item("requests_queued", shared.requests_queued())?;
+        counts.set_item("responses_503", unavailable)?;
+        counts.set_item("tls_handshake_failures", shared.tls_handshake_failures())?;
+        Ok(counts)
     }
 
     /// Requests received since start (for `--limit-max-requests`).

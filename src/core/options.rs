@@ -4,6 +4,7 @@
 //! the field here that reads it, nothing else.
 
 use std::sync::Arc;
+use std::time::Duration;
 
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
@@ -32,6 +33,9 @@ pub(crate) struct Options {
     header_read_timeout: Option<f64>,
     timeout_keep_alive: Option<f64>,
     limit_concurrency: Option<usize>,
+    limit_concurrency_queue: Option<usize>,
+    timeout_queue: f64,
+    limit_websockets: Option<usize>,
     limit_max_requests: Option<u64>,
     limit_request_body: Option<u64>,
     timeout_request_body: Option<f64>,
@@ -98,6 +102,10 @@ impl Options {
             header_read_timeout: seconds("header_read_timeout", self.header_read_timeout)?,
             timeout_keep_alive: seconds("timeout_keep_alive", self.timeout_keep_alive)?,
             limit_concurrency: self.limit_concurrency,
+            limit_concurrency_queue: self.limit_concurrency_queue.filter(|&n| n > 0),
+            timeout_queue: seconds("timeout_queue", Some(self.timeout_queue))?
+                .unwrap_or(Duration::from_secs(30)),
+            limit_websockets: self.limit_websockets,
             limit_max_requests: self.limit_max_requests,
             limit_request_body: self.limit_request_body.filter(|&n| n > 0),
             timeout_request_body: seconds("timeout_request_body", self.timeout_request_body)?,

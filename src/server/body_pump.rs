@@ -166,6 +166,7 @@ mod tests {
                     response: 1 << 20,
                     connection: None,
                 },
+                std::time::Instant::now(),
             ),
         ));
         let (tx, rx) = mpsc::channel(REQUEST_BODY_QUEUE);

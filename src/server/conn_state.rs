@@ -6,6 +6,8 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use tokio::sync::OwnedSemaphorePermit;
+
 use crate::bridge::budget::ByteBudget;
 use crate::bridge::pending::ConnInfo;
 use crate::http::body_reader::BodyWatch;
@@ -87,26 +89,37 @@ pub(crate) struct IdleState {
     pub(crate) head_started: Option<Instant>,
 }
 
-/// One request in flight, from the service call until hyper drops its response body.
-pub(crate) struct InFlight(Arc<ConnCtx>);
+/// One request in flight, from the service call until hyper drops its response body; with
+/// `--limit-concurrency-queue` it holds the request's slot, which goes to the first request
+/// waiting when this is dropped.
+pub(crate) struct InFlight {
+    conn: Arc<ConnCtx>,
+    /// Held only to be dropped with the request.
+    slot: Option<OwnedSemaphorePermit>,
+}
 
 impl InFlight {
     pub(crate) fn new(conn: Arc<ConnCtx>) -> Self {
         conn.enter();
         conn.started.store(true, Ordering::Relaxed);
-        InFlight(conn)
+        InFlight { conn, slot: None }
+    }
+
+    /// The admission queue gave this request its slot.
+    pub(crate) fn hold(&mut self, slot: OwnedSemaphorePermit) {
+        self.slot = Some(slot);
     }
 
     /// hyper took a chunk of a streamed response: corked writes go out (see `IoSignals`).
     pub(crate) fn chunk_taken(&self) {
-        self.0.signals.request();
+        self.conn.signals.request();
     }
 }
 
 impl Drop for InFlight {
     fn drop(&mut self) {
-        self.0.leave();
-        self.0.shared.request_finished();
+        self.conn.leave();
+        self.conn.shared.request_finished();
     }
 }
 

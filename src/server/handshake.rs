@@ -125,14 +125,15 @@ async fn handshake_then_serve<S>(
     let handshake = finish_handshake(identity.acceptor.accept(stream).into_fallible());
     // A failed or stalled handshake just closes the connection: there is nobody to answer.
     let stream = match deadline {
-        Some(deadline) => match tokio::time::timeout_at(deadline, handshake).await {
-            Ok(Some(stream)) => stream,
-            _ => return,
-        },
-        None => match handshake.await {
-            Some(stream) => stream,
-            None => return,
-        },
+        Some(deadline) => tokio::time::timeout_at(deadline, handshake)
+            .await
+            .ok()
+            .flatten(),
+        None => handshake.await,
+    };
+    let Some(stream) = stream else {
+        shared.tls_handshake_failed();
+        return;
     };
     let session = stream.get_ref().1;
     let protocol = Protocol::negotiated(shared.config.http, session.alpn_protocol());

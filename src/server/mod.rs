@@ -1,6 +1,7 @@
 //! The tokio side: accepting, serving connections with hyper, turning requests into events.
 //! Nothing in here touches Python.
 
+pub(crate) mod admission;
 pub(crate) mod body_pump;
 pub(crate) mod conn_state;
 pub(crate) mod connection;
@@ -26,6 +27,9 @@ use tokio::sync::watch;
 use crate::bridge::relay::WakeRelay;
 use crate::bridge::wakeup::Wakeup;
 use crate::config::ServerConfig;
+use crate::server::admission::{
+    AdmissionQueue, Unavailable, UnavailableCounts, WebSocketCount, WebSocketSlot,
+};
 
 /// Where the server is in its life; connections and accept loops watch it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -51,12 +55,24 @@ pub(crate) struct ServerShared {
     accept_loops_ended: Condvar,
     requests_in_flight: AtomicUsize,
     requests_total: AtomicU64,
+    /// `--limit-concurrency-queue`: the slots as a FIFO semaphore (None: the atomic count).
+    queue: Option<AdmissionQueue>,
+    websockets: Arc<WebSocketCount>,
+    pub(crate) unavailable: UnavailableCounts,
+    tls_handshake_failures: AtomicU64,
+}
+
+/// What `admit_request` decided.
+pub(crate) enum Admit<'a> {
+    Run,
+    /// Wait for a slot of the queue (`AdmissionQueue::admit`), then run or be refused.
+    Wait(&'a AdmissionQueue),
+    Refused(Unavailable),
 }
 
 impl ServerShared {
     pub(crate) fn new(config: Arc<ServerConfig>, wakeup: Arc<Wakeup>) -> Self {
         ServerShared {
-            config,
             wakeup,
             lifecycle: watch::Sender::new(Lifecycle::Running),
             relay: Arc::new(WakeRelay::default()),
@@ -65,6 +81,14 @@ impl ServerShared {
             accept_loops_ended: Condvar::new(),
             requests_in_flight: AtomicUsize::new(0),
             requests_total: AtomicU64::new(0),
+            queue: config
+                .limit_concurrency
+                .zip(config.limit_concurrency_queue)
+                .map(|(slots, places)| AdmissionQueue::new(slots, places, config.timeout_queue)),
+            websockets: Arc::default(),
+            unavailable: UnavailableCounts::default(),
+            tls_handshake_failures: AtomicU64::new(0),
+            config,
         }
     }
 
@@ -88,28 +112,68 @@ impl ServerShared {
         self.requests_total.load(Ordering::Relaxed)
     }
 
-    /// Admit a request unless `--limit-concurrency` is reached. The request that reaches
+    /// Admit a request unless `--limit-concurrency` is reached (`Wait`: with a queue, the
+    /// semaphore decides). A WebSocket handshake (`is_websocket`, asked only when a limit is
+    /// set) is not held to it: sessions have `--limit-websockets`. The request that reaches
     /// `--limit-max-requests` starts the drain at once: no new connections (a worker's
     /// replacement, or the other workers, take them from the listening socket, which stays
     /// open), and the requests in flight get `Connection: close` / GOAWAY, instead of the
     /// connections serving on until Python's next tick notices.
-    pub(crate) fn admit_request(&self) -> bool {
+    pub(crate) fn admit_request(&self, is_websocket: impl FnOnce() -> bool) -> Admit<'_> {
         let in_flight = self.requests_in_flight.fetch_add(1, Ordering::SeqCst);
         let total = self.requests_total.fetch_add(1, Ordering::Relaxed) + 1;
         if self.config.limit_max_requests == Some(total) {
             self.set_lifecycle(Lifecycle::Draining);
         }
         match self.config.limit_concurrency {
-            Some(limit) if in_flight >= limit => {
-                self.requests_in_flight.fetch_sub(1, Ordering::SeqCst);
-                false
-            }
-            _ => true,
+            Some(limit) if !is_websocket() => match &self.queue {
+                Some(queue) => Admit::Wait(queue),
+                None if in_flight >= limit => {
+                    self.request_refused(Unavailable::Concurrency);
+                    Admit::Refused(Unavailable::Concurrency)
+                }
+                None => Admit::Run,
+            },
+            _ => Admit::Run,
         }
+    }
+
+    /// A request `admit_request` counted is answered 503 without running (and without an
+    /// `InFlight`, whose drop would count it out).
+    pub(crate) fn request_refused(&self, reason: Unavailable) {
+        self.requests_in_flight.fetch_sub(1, Ordering::SeqCst);
+        self.unavailable.count(reason);
     }
 
     pub(crate) fn request_finished(&self) {
         self.requests_in_flight.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// Requests waiting in the admission queue now.
+    pub(crate) fn requests_queued(&self) -> usize {
+        self.queue.as_ref().map_or(0, AdmissionQueue::waiting)
+    }
+
+    /// `--limit-websockets`: Ok(None) without a limit, Err when that many sessions are open.
+    pub(crate) fn websocket_slot(&self) -> Result<Option<WebSocketSlot>, Unavailable> {
+        match self.config.limit_websockets {
+            None => Ok(None),
+            Some(limit) => match self.websockets.enter(limit) {
+                Some(slot) => Ok(Some(slot)),
+                None => {
+                    self.unavailable.count(Unavailable::Websockets);
+                    Err(Unavailable::Websockets)
+                }
+            },
+        }
+    }
+
+    pub(crate) fn tls_handshake_failed(&self) {
+        self.tls_handshake_failures.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub(crate) fn tls_handshake_failures(&self) -> u64 {
+        self.tls_handshake_failures.load(Ordering::Relaxed)
     }
 
     /// Registers an accept loop before it is spawned; dropping the guard (the loop returned,

@@ -6,9 +6,10 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
 use std::task::{Context, Poll};
+use std::time::Instant;
 
 use bytes::Bytes;
-use http::header::SEC_WEBSOCKET_VERSION;
+use http::header::{RETRY_AFTER, SEC_WEBSOCKET_VERSION};
 use http::{HeaderValue, Method, Request, Response, StatusCode, Version};
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
@@ -19,14 +20,17 @@ use crate::bridge::exchange::{CloseGuard, Exchange};
 use crate::bridge::http_state::{BufferLimits, HttpState, RequestBody};
 use crate::bridge::pending::PendingRequest;
 use crate::bridge::wakeup::{Event, LogText};
+use crate::config::ServerConfig;
 use crate::http::body_reader::{BodyError, BodyReader};
 use crate::http::h1_request::check_head;
 use crate::http::headers::{
     add_host_from_authority, expects_continue, h2_request_is_malformed, trailers_reach_client,
 };
+use crate::server::admission::Unavailable;
 use crate::server::body_pump::pump_request_body;
 use crate::server::conn_state::{ConnCtx, InFlight};
 use crate::server::websocket::handle_upgrade;
+use crate::server::{Admit, ServerShared};
 use crate::ws::handshake::{asks_for_websocket, check_handshake, Refusal};
 
 /// The response body plus the in-flight marker that lives exactly as long as hyper needs it.
@@ -111,13 +115,42 @@ pub(crate) async fn handle_request(
     conn: Arc<ConnCtx>,
 ) -> Result<Response<TrackedBody>, Infallible> {
     let shared = &conn.shared;
-    if !shared.admit_request() {
-        let response = ResponseBody::error(&shared.config, StatusCode::SERVICE_UNAVAILABLE);
-        return Ok(TrackedBody::new(response, None, None));
-    }
-    let in_flight = InFlight::new(conn.clone());
-    let (response, body_failed) = respond(req, &conn).await;
+    let arrived = Instant::now();
+    let in_flight = match shared.admit_request(|| is_websocket_request(&shared.config, &req)) {
+        Admit::Run => InFlight::new(conn.clone()),
+        Admit::Refused(reason) => {
+            return Ok(TrackedBody::new(unavailable(shared, reason), None, None))
+        }
+        Admit::Wait(queue) => {
+            // In flight from here: a waiting request keeps its connection busy (no keep-alive
+            // close, no parking), and dropping this (the client left) ends it like any other.
+            let mut in_flight = InFlight::new(conn.clone());
+            match queue.admit(shared.lifecycle.subscribe()).await {
+                Ok(slot) => in_flight.hold(slot),
+                Err(reason) => {
+                    shared.unavailable.count(reason);
+                    drop(in_flight);
+                    return Ok(TrackedBody::new(unavailable(shared, reason), None, None));
+                }
+            }
+            in_flight
+        }
+    };
+    let (response, body_failed) = respond(req, &conn, arrived).await;
     Ok(TrackedBody::new(response, Some(in_flight), body_failed))
+}
+
+fn is_websocket_request(config: &ServerConfig, req: &Request<Incoming>) -> bool {
+    config.ws.enabled && req.version() <= Version::HTTP_11 && asks_for_websocket(req.headers())
+}
+
+/// The server's own 503 for a request it cannot take now: a retry soon may succeed.
+fn unavailable(shared: &ServerShared, _reason: Unavailable) -> Response<ResponseBody> {
+    let mut response = ResponseBody::error(&shared.config, StatusCode::SERVICE_UNAVAILABLE);
+    response
+        .headers_mut()
+        .insert(RETRY_AFTER, HeaderValue::from_static("1"));
+    response
 }
 
 /// A request refused by a limit: a warning in the error log, and the answer.
@@ -184,7 +217,7 @@ fn warn_body_failed(conn: &ConnCtx, err: BodyError) {
 
 type Responded = (Response<ResponseBody>, Option<oneshot::Receiver<BodyError>>);
 
-async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>) -> Responded {
+async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>, arrived: Instant) -> Responded {
     let shared = &conn.shared;
     let config = &shared.config;
     // The body's length as framed (None: chunked, or HTTP/2 without content-length).
@@ -205,10 +238,13 @@ async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>) -> Responded {
             return (refuse(conn, StatusCode::URI_TOO_LONG, why), None);
         }
     }
-    if config.ws.enabled && req.version() <= Version::HTTP_11 && asks_for_websocket(req.headers()) {
-        // A request that asks for a WebSocket gets one or a 4xx: never an HTTP scope.
+    if is_websocket_request(config, &req) {
+        // A request that asks for a WebSocket gets one, a 4xx or a 503: never an HTTP scope.
         return match check_handshake(req.method(), req.version(), req.headers()) {
-            Ok(()) => (handle_upgrade(req, conn).await, None),
+            Ok(()) => match shared.websocket_slot() {
+                Ok(slot) => (handle_upgrade(req, conn, slot).await, None),
+                Err(reason) => (unavailable(shared, reason), None),
+            },
             Err(refusal) => (refuse_websocket(conn, refusal), None),
         };
     }
@@ -263,7 +299,7 @@ async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>) -> Responded {
     let exchange = Arc::new(Exchange::new(
         shared.wakeup.clone(),
         body_start.clone(),
-        HttpState::new(request_body, response_tx, is_head, buffers),
+        HttpState::new(request_body, response_tx, is_head, buffers, arrived),
     ));
     // Only a streamed body can fail after dispatch; the others pay for no channel.
     let mut body_failed = None;

@@ -21,6 +21,7 @@ use crate::bridge::wakeup::Event;
 use crate::bridge::websocket::WsState;
 use crate::bridge::websocket::{CloseInfo, WsDecision, WsIn, WsOut};
 use crate::http::responses::build_response;
+use crate::server::admission::WebSocketSlot;
 use crate::server::conn_state::ConnCtx;
 use crate::server::{Lifecycle, ServerShared};
 use crate::ws::deflate::{negotiate, DeflateParams, Deflater, Inflater};
@@ -37,6 +38,7 @@ const LINGER: Duration = Duration::from_secs(2);
 pub(crate) async fn handle_upgrade(
     mut req: Request<IncomingBody>,
     conn: &Arc<ConnCtx>,
+    slot: Option<WebSocketSlot>,
 ) -> Response<ResponseBody> {
     let shared = &conn.shared;
     let config = &shared.config;
@@ -96,6 +98,8 @@ pub(crate) async fn handle_upgrade(
             conn.disable_corking();
             let shared = shared.clone();
             tokio::spawn(async move {
+                // Counted against --limit-websockets until the session ends.
+                let _slot = slot;
                 match on_upgrade.await {
                     Ok(upgraded) => {
                         let session = Session {
