@@ -6,6 +6,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use crate::asgi::access;
 use crate::asgi::errors::{log_error, log_warning};
 use crate::asgi::loop_ctx::LoopCtx;
 use crate::asgi::protocol::{HttpProtocol, RequestLine};
@@ -120,6 +121,7 @@ impl Dispatcher {
             uri: req.head.uri.clone(),
             version: req.head.version,
             peer: req.conn.peer,
+            fields: access::request_fields(self.ctx.access_log.as_ref(), &req.head.headers),
         };
         let proto = Bound::new(
             py,
@@ -157,6 +159,7 @@ impl Dispatcher {
                 self.ctx.clone(),
                 req.head.uri.clone(),
                 req.conn.peer,
+                access::request_fields(self.ctx.access_log.as_ref(), &req.head.headers),
             ),
         )?;
         let scope = self.scope.build_websocket(py, &req);
