@@ -768,7 +768,8 @@ class Config:
 
         Called by the constructor.  Without ``log_config`` the messages go to stderr and the
         access log to stdout, as text or (``log_format="json"``) JSON lines; ``log_config``
-        (a dictConfig dict or a .json/.yaml/.ini path) replaces that default.  ``log_level`` and ``access_log`` are applied last.
+        (a dictConfig dict or a .json/.yaml/.ini path) replaces that default.  ``log_level``
+        and ``access_log`` are applied last.
         """
         if self.log_config is None:
             json_lines = self.log_format == "json"
