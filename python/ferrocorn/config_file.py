@@ -89,8 +89,11 @@ def _checked(param: click.Parameter, value: Any, ctx: click.Context) -> Any:
         raise ValueError(f"expected {_expected(kind)}, got {_shown(value)}")
     if isinstance(kind, (click.types.StringParamType, click.Path)) and not isinstance(value, str):
         raise ValueError(f"expected a string, got {_shown(value)}")
-    if isinstance(kind, click.Choice) and not isinstance(value, str):
-        raise ValueError(f"expected {_expected(kind)}, got {_shown(value)}")
+    if isinstance(kind, click.Choice):
+        if isinstance(value, int):
+            value = str(value)  # http = 2
+        elif not isinstance(value, str):
+            raise ValueError(f"expected {_expected(kind)}, got {_shown(value)}")
     if isinstance(kind, click.types.IntParamType) and not isinstance(value, int):
         raise ValueError(f"expected an integer, got {_shown(value)}")
     try:
