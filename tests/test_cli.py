@@ -38,6 +38,8 @@ ALL_FLAGS = [
     "--limit-request-body",
     "--limit-request-line",
     "--timeout-request-body",
+    "--log-format",
+    "--config",
 ]
 
 

@@ -1,7 +1,8 @@
 """Whether the core may write the access log itself (ARCHITECTURE.md, "Access log").
 
 With the default logging configuration — ``ferrocorn.access`` at INFO with only the handler
-``Config.configure_logging`` installed (stdout, ``DefaultFormatter``, no filters) — the line
+``Config.configure_logging`` installed (stdout, ``DefaultFormatter`` or, with ``--log-format
+json``, ``JsonFormatter``; no filters) — the line
 each request logs is always the same function of the request, so the Rust core formats it
 and writes it to stdout from a thread of its own (src/access_log/), byte for byte what the
 handler would print.  Any other configuration (``--log-config``, another handler, a filter,
@@ -17,6 +18,7 @@ import sys
 from typing import Any
 
 from .config import DefaultFormatter, _StdStreamHandler
+from .jsonlog import JsonFormatter
 
 access_logger = logging.getLogger("ferrocorn.access")
 
@@ -39,6 +41,8 @@ def _default_handler(logger: logging.Logger) -> _StdStreamHandler | None:
     if handler.__dict__.keys() & _HANDLER_METHODS:
         return None
     formatter = handler.formatter
+    if type(formatter) is JsonFormatter:
+        return handler if logging.getLogRecordFactory() is logging.LogRecord else None
     if type(formatter) is not DefaultFormatter:
         return None
     style = formatter._style
@@ -54,13 +58,23 @@ _LOGGER_METHODS = {"info", "_log", "makeRecord", "handle", "callHandlers", "filt
 _HANDLER_METHODS = {"emit", "handle", "format", "filter", "stream"}
 
 
-class CoreAccessLog:
-    """The default configuration as found at start-up: ``fd`` and ``colour`` for the core."""
+def _style(handler: logging.Handler) -> tuple[bool, bool]:
+    """(colour, json) of the default handler's formatter."""
+    formatter = handler.formatter
+    if type(formatter) is JsonFormatter:
+        return False, True
+    return bool(getattr(formatter, "use_colours", False)), False
 
-    def __init__(self, stream: Any, fd: int, colour: bool) -> None:
+
+class CoreAccessLog:
+    """The default configuration as found at start-up: ``fd``, ``colour`` and ``json`` (the
+    JSON line of ``--log-format json``) for the core."""
+
+    def __init__(self, stream: Any, fd: int, colour: bool, json_lines: bool) -> None:
         self._stream = stream
         self.fd = fd
         self.colour = colour
+        self.json = json_lines
 
     @classmethod
     def detect(cls, access_log: bool, custom_format: bool) -> CoreAccessLog | None:
@@ -75,23 +89,23 @@ class CoreAccessLog:
             fd = stream.fileno()
         except (AttributeError, OSError, ValueError):  # a StringIO, a closed stream
             return None
-        colour = bool(getattr(handler.formatter, "use_colours", False))
+        colour, json_lines = _style(handler)
         # What Python already buffered goes first.
         try:
             stream.flush()
         except (OSError, ValueError):
             return None
-        return cls(stream, fd, colour)
+        return cls(stream, fd, colour, json_lines)
 
-    def core_args(self) -> tuple[int, bool]:
-        return self.fd, self.colour
+    def core_args(self) -> tuple[int, bool, bool]:
+        return self.fd, self.colour, self.json
 
     def still_default(self) -> bool:
         """False once the configuration (or ``sys.stdout``) is no longer the one detected."""
         handler = _default_handler(access_logger)
         if handler is None or sys.stdout is not self._stream:
             return False
-        return bool(getattr(handler.formatter, "use_colours", False)) == self.colour
+        return _style(handler) == (self.colour, self.json)
 
 
 def log_through_python(client: str, method: str, path: str, version: str, status: int) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 
 from ._ferrocorn import AppRun, HttpProtocol
 from .accesslog import client_text
+from .jsonlog import access_fields
 
 error_logger = logging.getLogger("ferrocorn.error")
 access_logger = logging.getLogger("ferrocorn.access")
@@ -74,6 +75,7 @@ def select_runner(
     metrics: Any = None,
     core_log: bool = False,
     timeout: float | None = None,
+    json_access: bool = False,
 ) -> tuple[Any, Any]:
     """The (app, runner) pair to hand the core, for the features that are on (each app call
     runs inside the runner).
@@ -82,20 +84,28 @@ def select_runner(
     ``ProxyHeadersMiddleware`` around ``app`` or None; ``metrics``: a ``RequestMetrics`` or None;
     ``core_log``: the core writes the default access line itself (_access_fastpath.py), so
     the runner only has the proxy rewrite's client to tell it; ``timeout``: seconds after
-    which an HTTP app call is cancelled (``--timeout-request``), wrapping the chosen runner.
+    which an HTTP app call is cancelled (``--timeout-request``), wrapping the chosen runner;
+    ``json_access``: ``--log-format json``, each access record carries jsonlog.py's fields
+    (``extra={"access": ...}``) for the JSON formatter.
 
     Proxy headers run in the middleware, except when an access line is written: then the
     runner rewrites the scope itself and calls the inner app, so the line shows the forwarded
     client without the incoming scope being mutated.
     """
-    app, runner = _select(app, access_log, log_format, proxy, metrics, core_log)
+    app, runner = _select(app, access_log, log_format, proxy, metrics, core_log, json_access)
     if timeout is not None:
         runner = _with_request_timeout(runner, timeout, metrics)
     return app, runner
 
 
 def _select(
-    app: Any, access_log: bool, log_format: Any, proxy: Any, metrics: Any, core_log: bool
+    app: Any,
+    access_log: bool,
+    log_format: Any,
+    proxy: Any,
+    metrics: Any,
+    core_log: bool,
+    json_access: bool,
 ) -> tuple[Any, Any]:
     if core_log:
         if proxy is None:
@@ -109,11 +119,12 @@ def _select(
             app = proxy
     if not access_log:
         log_format = None
-    if metrics is None and log_format is None:
+        json_access = False
+    if metrics is None and log_format is None and not json_access:
         if rewrite is not None:
             return app, _proxied_access_log_runner(rewrite)
         return app, run_asgi_with_access_log if access_log else run_asgi
-    return app, _extended_runner(rewrite, access_log, log_format, metrics)
+    return app, _extended_runner(rewrite, access_log, log_format, metrics, json_access)
 
 
 async def _rewrite_and_run(rewrite: Any, app: Any, scope: dict, proto: Any) -> dict:
@@ -196,8 +207,11 @@ def _proxied_core_log_runner(rewrite: Any) -> Any:
     return run_asgi_proxied
 
 
-def _extended_runner(rewrite: Any, access_log: bool, log_format: Any, metrics: Any) -> Any:
-    """Metrics and/or a custom access-log format (with or without proxy headers)."""
+def _extended_runner(
+    rewrite: Any, access_log: bool, log_format: Any, metrics: Any, json_access: bool
+) -> Any:
+    """Metrics, a custom access-log format and/or JSON access records (with or without proxy
+    headers)."""
     observe = metrics.observe if metrics is not None else None
     default_line = access_log and log_format is None
     is_enabled = access_logger.isEnabledFor
@@ -221,7 +235,16 @@ def _extended_runner(rewrite: Any, access_log: bool, log_format: Any, metrics: A
                 metrics.websockets -= 1
             else:
                 observe(info[4], info[6])
-        if log_format is not None:
+        if json_access:
+            if is_enabled(_INFO):
+                client = info[0] if app_scope is scope else client_text(app_scope.get("client"))
+                if log_format is not None:
+                    message = log_format(app_scope, info)
+                else:
+                    message = f'{client} - "{info[1]} {info[2]} HTTP/{info[3]}" {info[4]}'
+                fields = access_fields(app_scope, info, client)
+                access_logger.info(message, extra={"access": fields})
+        elif log_format is not None:
             if is_enabled(_INFO):
                 access_logger.info(log_format(app_scope, info))
         elif default_line:

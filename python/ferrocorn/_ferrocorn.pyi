@@ -165,10 +165,10 @@ class Core:
         forwarded_app: Callable[..., Awaitable[None]] | None = None,
         forwarded_runner: Callable[[Any, dict[str, Any], Any], Awaitable[None]] | None = None,
         state: dict[str, Any] | None = None,
-        access_log: tuple[int, bool] | None = None,
+        access_log: tuple[int, bool, bool] | None = None,
     ) -> Self:
         """``config``: a validated ``ferrocorn.Config``; the core reads its attributes
-        (src/core/options.rs).  ``access_log``: (fd, colour) when the core writes the default
+        (src/core/options.rs).  ``access_log``: (fd, colour, json) when the core writes the default
         access line to that descriptor itself (``_access_fastpath.py``)."""
     def listen_tcp(self, fd: int) -> None:
         """Serve a bound, listening TCP socket; the core takes ownership of ``fd``."""

@@ -1,8 +1,9 @@
 """The ``ferrocorn`` command line.
 
 Every option is also read from ``FERROCORN_<OPTION>`` (``--timeout-keep-alive`` from
-``FERROCORN_TIMEOUT_KEEP_ALIVE``) and the app from ``FERROCORN_APP``; flags given on the command
-line win over the environment.
+``FERROCORN_TIMEOUT_KEEP_ALIVE``) and the app from ``FERROCORN_APP``, and from the TOML file
+of ``--config`` (config_file.py); flags given on the command line win over the environment,
+which wins over the file.
 """
 
 from __future__ import annotations
@@ -17,10 +18,12 @@ from typing import Any
 
 import click
 
+from ._process_contract import EXIT_CONFIG_ERROR
 from .config import (
     HTTP_MODES,
     INTERFACES,
     LIFESPAN_MODES,
+    LOG_FORMATS,
     LOG_LEVELS,
     LOOP_CHOICES,
     PROXY_PROTOCOL_MODES,
@@ -29,6 +32,7 @@ from .config import (
     Config,
     ConfigError,
 )
+from .config_file import ConfigFileError, file_keys, read_config_file
 
 # Config is the single source of the defaults shown in --help.
 _DEFAULTS: dict[str, Any] = {
@@ -41,7 +45,10 @@ _DEFAULTS: dict[str, Any] = {
 # lands in "Other options".
 _SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Binding", ("host", "port", "uds", "uds_permissions", "fd", "backlog")),
-    ("Application", ("factory", "app_dir", "interface", "lifespan", "root_path", "env_file")),
+    (
+        "Application",
+        ("config", "factory", "app_dir", "interface", "lifespan", "root_path", "env_file"),
+    ),
     (
         "HTTP",
         (
@@ -98,7 +105,7 @@ _SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "http2_keep_alive_timeout",
         ),
     ),
-    ("Logging", ("log_level", "log_config", "access_log", "access_log_format")),
+    ("Logging", ("log_level", "log_config", "log_format", "access_log", "access_log_format")),
     ("Proxy", ("proxy_headers", "forwarded_allow_ips")),
     ("Metrics", ("metrics", "metrics_host", "metrics_port")),
     ("Runtime", ("loop", "runtime_threads")),
@@ -177,6 +184,19 @@ def _version() -> str:
     return __version__
 
 
+def _load_config_file(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    """``--config``: the file's values become the defaults the other parameters fall back to
+    (click reads the command line, then the environment, then ``default_map``)."""
+    if value is None or ctx.resilient_parsing:
+        return
+    try:
+        values = read_config_file(value, file_keys(ctx.command.params), ctx)
+    except ConfigFileError as exc:
+        click.echo(f"Error: {exc}", err=True)
+        ctx.exit(EXIT_CONFIG_ERROR)
+    ctx.default_map = {**(ctx.default_map or {}), **values}
+
+
 def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> None:
     if not value or ctx.resilient_parsing:
         return
@@ -197,6 +217,16 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     },
 )
 @click.argument("app", envvar="FERROCORN_APP")
+@_option(
+    "--config",
+    type=click.Path(dir_okay=False),
+    default=None,
+    is_eager=True,
+    expose_value=False,
+    callback=_load_config_file,
+    help="Read options from this TOML file (keys: option names without '--', and app); "
+    "the command line and FERROCORN_* variables override it.",
+)
 # Binding
 @_option("--host", default=_DEFAULTS["host"], help="Bind the socket to this host.")
 @_option("--port", type=int, default=_DEFAULTS["port"], help="Bind the socket to this port.")
@@ -506,6 +536,12 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     type=click.Path(dir_okay=False),
     default=None,
     help="Logging configuration file: .json or .yaml (dictConfig) or .ini (fileConfig).",
+)
+@_option(
+    "--log-format",
+    type=click.Choice(LOG_FORMATS),
+    default=_DEFAULTS["log_format"],
+    help="Log records as text lines, or as one JSON object per line (error and access logs).",
 )
 @_option(
     "--access-log/--no-access-log",

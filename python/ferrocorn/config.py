@@ -27,12 +27,14 @@ from typing import Any
 
 from .accesslog import DEFAULT_ACCESS_LOG_FORMAT, AccessLogFormat
 from .importer import ImportFromStringError, import_from_string
+from .jsonlog import JsonFormatter
 from .proxy_headers import TrustedHosts
 
 __all__ = [
     "HTTP_MODES",
     "INTERFACES",
     "LIFESPAN_MODES",
+    "LOG_FORMATS",
     "LOG_LEVELS",
     "LOOP_CHOICES",
     "SSL_CERT_REQS",
@@ -55,6 +57,7 @@ LOG_LEVELS: dict[str, int] = {
     "debug": logging.DEBUG,
     "trace": TRACE_LOG_LEVEL,
 }
+LOG_FORMATS = ("text", "json")
 LOOP_CHOICES = ("auto", "asyncio", "uvloop")
 LIFESPAN_MODES = ("auto", "on", "off")
 INTERFACES = ("auto", "asgi3", "asgi2")
@@ -148,13 +151,20 @@ def _wants_colour(stream: Any) -> bool:
         return False
 
 
-def _set_own_handler(target: logging.Logger, stream_name: str) -> None:
-    """Install our std-stream handler on ``target``, replacing one a previous call installed."""
+def _set_own_handler(target: logging.Logger, stream_name: str, json_lines: bool) -> None:
+    """Install our std-stream handler on ``target``, replacing one a previous call installed.
+
+    ``json_lines``: ``--log-format json`` (jsonlog.py), never coloured."""
     for handler in list(target.handlers):
         if isinstance(handler, _StdStreamHandler):
             target.removeHandler(handler)
     handler = _StdStreamHandler(stream_name)
-    handler.setFormatter(DefaultFormatter(use_colours=_wants_colour(getattr(sys, stream_name))))
+    formatter: logging.Formatter
+    if json_lines:
+        formatter = JsonFormatter()
+    else:
+        formatter = DefaultFormatter(use_colours=_wants_colour(getattr(sys, stream_name)))
+    handler.setFormatter(formatter)
     target.addHandler(handler)
 
 
@@ -482,6 +492,7 @@ class Config:
         root_path: str = "",
         log_level: str | int | None = "info",
         log_config: dict[str, Any] | str | os.PathLike[str] | None = None,
+        log_format: str = "text",
         access_log: bool = True,
         timeout_graceful_shutdown: float | None = 30.0,
         timeout_request: float | None = None,
@@ -572,6 +583,8 @@ class Config:
         self.log_level = log_level
         self.log_level_no = _check_log_level(log_level)
         self.log_config = log_config
+        # "json": one JSON object per record (jsonlog.py); a log_config replaces it.
+        self.log_format = _check_choice("log_format", log_format, LOG_FORMATS)
         self.access_log = bool(access_log)
         self.timeout_graceful_shutdown = (
             None
@@ -790,15 +803,17 @@ class Config:
         """Set up ``ferrocorn``, ``ferrocorn.error`` and ``ferrocorn.access``; idempotent.
 
         Called by the constructor.  Without ``log_config`` the messages go to stderr and the
-        access log to stdout; ``log_config`` (a dictConfig dict or a .json/.yaml/.ini path)
-        replaces that default.  ``log_level`` and ``access_log`` are applied last.
+        access log to stdout, as text or (``log_format="json"``) JSON lines; ``log_config``
+        (a dictConfig dict or a .json/.yaml/.ini path) replaces that default.  ``log_level``
+        and ``access_log`` are applied last.
         """
         if self.log_config is None:
+            json_lines = self.log_format == "json"
             parent = logging.getLogger("ferrocorn")
-            _set_own_handler(parent, "stderr")
+            _set_own_handler(parent, "stderr", json_lines)
             parent.propagate = False  # uvicorn-like: no duplicates through the root logger
             access = logging.getLogger("ferrocorn.access")
-            _set_own_handler(access, "stdout")
+            _set_own_handler(access, "stdout", json_lines)
             access.propagate = False
             logging.getLogger("ferrocorn.error").propagate = True
             for name in _LOGGER_NAMES:

@@ -168,6 +168,7 @@ class Server:
             "metrics": self.metrics,
             "core_log": fast_log is not None,
             "timeout": config.timeout_request,
+            "json_access": config.log_format == "json",
         }
         app, runner = select_runner(config.loaded_app, **wrapper_options)
         forwarded_app = forwarded_runner = None

@@ -2,9 +2,11 @@
 //!
 //! With the default logging configuration, the line uvicorn prints
 //! (`INFO:     127.0.0.1:5000 - "GET / HTTP/1.1" 200`) is formatted here and handed to the
-//! `sink`, whose thread writes it; Python's logging is never entered for it. Any other
-//! configuration keeps the Python path (python/ferrocorn/_access_fastpath.py decides).
+//! `sink`, whose thread writes it; Python's logging is never entered for it. With
+//! `--log-format json` the line is `json`'s object instead. Any other configuration keeps
+//! the Python path (python/ferrocorn/_access_fastpath.py decides).
 
+pub(crate) mod json;
 pub(crate) mod sink;
 
 use std::io::Write;
@@ -39,14 +41,7 @@ impl Line<'_> {
     /// through the default handler.
     pub(crate) fn write_to(&self, buf: &mut Vec<u8>, colour: bool) {
         buf.extend_from_slice(if colour { PREFIX_COLOURED } else { PREFIX });
-        match &self.client {
-            // `write!` into a Vec cannot fail.
-            Client::Peer(Some(addr)) => {
-                let _ = write!(buf, "{}:{}", addr.ip().to_canonical(), addr.port());
-            }
-            Client::Peer(None) => {}
-            Client::Text(text) => buf.extend_from_slice(text.as_bytes()),
-        }
+        self.write_client(buf);
         buf.extend_from_slice(b" - \"");
         buf.extend_from_slice(self.method.as_bytes());
         buf.push(b' ');
@@ -56,6 +51,18 @@ impl Line<'_> {
         buf.extend_from_slice(b"\" ");
         let _ = write!(buf, "{}", self.status);
         buf.push(b'\n');
+    }
+
+    /// The client as the line shows it: "host:port", or nothing for a Unix socket.
+    pub(crate) fn write_client(&self, buf: &mut Vec<u8>) {
+        match &self.client {
+            // `write!` into a Vec cannot fail.
+            Client::Peer(Some(addr)) => {
+                let _ = write!(buf, "{}:{}", addr.ip().to_canonical(), addr.port());
+            }
+            Client::Peer(None) => {}
+            Client::Text(text) => buf.extend_from_slice(text.as_bytes()),
+        }
     }
 }
 

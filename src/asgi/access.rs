@@ -9,10 +9,12 @@
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
+use std::time::SystemTime;
 
 use http::Version;
 use pyo3::prelude::*;
 
+use crate::access_log::json::{JsonLine, RequestFields};
 use crate::access_log::sink::AccessSink;
 use crate::access_log::{Client, Line};
 
@@ -20,22 +22,41 @@ pub(crate) struct AccessLog {
     sink: AccessSink,
     /// The default handler colours the level name (stdout is a terminal).
     colour: bool,
+    /// `--log-format json`: the line is access_log/json.rs's object.
+    json: bool,
     /// `callback(client, method, path, http_version, status)` once diverted to Python.
     diverted: OnceLock<Py<PyAny>>,
 }
 
 impl AccessLog {
-    pub(crate) fn new(sink: AccessSink, colour: bool) -> Self {
+    pub(crate) fn new(sink: AccessSink, colour: bool, json: bool) -> Self {
         AccessLog {
             sink,
             colour,
+            json,
             diverted: OnceLock::new(),
         }
     }
 
-    pub(crate) fn record(&self, py: Python<'_>, line: &Line<'_>) {
+    /// Whether lines need the request's `RequestFields` and the call's `Outcome` measures.
+    pub(crate) fn is_json(&self) -> bool {
+        self.json
+    }
+
+    pub(crate) fn record(&self, py: Python<'_>, line: &Line<'_>, extra: Extra<'_>) {
         let Some(callback) = self.diverted.get() else {
-            self.sink.push_with(|buf| line.write_to(buf, self.colour));
+            if self.json {
+                let now = SystemTime::now();
+                let json = JsonLine {
+                    line,
+                    bytes: extra.bytes,
+                    duration: extra.duration,
+                    fields: extra.fields,
+                };
+                self.sink.push_with(|buf| json.write_to(buf, now));
+            } else {
+                self.sink.push_with(|buf| line.write_to(buf, self.colour));
+            }
             return;
         };
         let client = match &line.client {
@@ -95,6 +116,55 @@ pub(crate) struct Request<'a> {
     pub(crate) method: &'a str,
     pub(crate) uri: &'a http::Uri,
     pub(crate) version: &'static str,
+    /// The headers the JSON line shows (kept only when it is on).
+    pub(crate) fields: Option<&'a RequestFields>,
+}
+
+/// How the app call ended, as the line shows it.
+#[derive(Clone, Copy)]
+pub(crate) struct Outcome {
+    pub(crate) status: u16,
+    /// Response body bytes sent; only measured for the JSON line (else 0).
+    pub(crate) bytes: u64,
+    /// Seconds since the request arrived; only measured for the JSON line (else 0).
+    pub(crate) duration: f64,
+}
+
+impl Outcome {
+    /// `status`, and the measures `measure` takes only when `log` writes JSON lines: the
+    /// text line costs no clock read.
+    pub(crate) fn new(
+        log: Option<&AccessLog>,
+        status: u16,
+        measure: impl FnOnce() -> (u64, f64),
+    ) -> Self {
+        let (bytes, duration) = if log.is_some_and(AccessLog::is_json) {
+            measure()
+        } else {
+            (0, 0.0)
+        };
+        Outcome {
+            status,
+            bytes,
+            duration,
+        }
+    }
+}
+
+/// What the JSON line adds to `Line`.
+pub(crate) struct Extra<'a> {
+    bytes: u64,
+    duration: f64,
+    fields: Option<&'a RequestFields>,
+}
+
+/// The request's `RequestFields`, taken from its head only when `log` writes JSON lines.
+pub(crate) fn request_fields(
+    log: Option<&AccessLog>,
+    headers: &http::HeaderMap,
+) -> Option<Box<RequestFields>> {
+    log.filter(|log| log.is_json())
+        .map(|_| Box::new(RequestFields::from_headers(headers)))
 }
 
 impl CallAccess {
@@ -109,7 +179,7 @@ impl CallAccess {
         py: Python<'_>,
         log: Option<&AccessLog>,
         request: Request<'_>,
-        status: u16,
+        outcome: Outcome,
     ) {
         let Some(log) = log else {
             return;
@@ -126,8 +196,13 @@ impl CallAccess {
             method: request.method,
             target: target_text(request.uri),
             version: request.version,
-            status,
+            status: outcome.status,
         };
-        log.record(py, &line);
+        let extra = Extra {
+            bytes: outcome.bytes,
+            duration: outcome.duration,
+            fields: request.fields,
+        };
+        log.record(py, &line, extra);
     }
 }

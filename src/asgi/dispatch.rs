@@ -6,6 +6,7 @@ use std::sync::Arc;
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 
+use crate::asgi::access;
 use crate::asgi::errors::{log_debug, log_error, log_warning};
 use crate::asgi::loop_ctx::LoopCtx;
 use crate::asgi::protocol::{HttpProtocol, RequestLine};
@@ -122,6 +123,7 @@ impl Dispatcher {
             version: req.head.version,
             peer: req.conn.peer,
             trailers: req.trailers,
+            fields: access::request_fields(self.ctx.access_log.as_ref(), &req.head.headers),
         };
         let proto = Bound::new(
             py,
@@ -159,6 +161,7 @@ impl Dispatcher {
                 self.ctx.clone(),
                 req.head.uri.clone(),
                 req.conn.peer,
+                access::request_fields(self.ctx.access_log.as_ref(), &req.head.headers),
             ),
         )?;
         let scope = self.scope.build_websocket(py, &req);

@@ -19,7 +19,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict};
 use tokio::sync::mpsc::error::TryRecvError;
 
-use crate::asgi::access::{self, version_text, CallAccess};
+use crate::access_log::json::RequestFields;
+use crate::asgi::access::{self, version_text, CallAccess, Outcome};
 use crate::asgi::errors::log_warning;
 use crate::asgi::loop_ctx::LoopCtx;
 use crate::asgi::messages::{
@@ -46,6 +47,8 @@ pub(crate) struct RequestLine {
     pub(crate) peer: Option<SocketAddr>,
     /// Response trailers can reach the client (`PendingRequest::trailers`).
     pub(crate) trailers: bool,
+    /// The headers the JSON access line shows; only with `--log-format json`.
+    pub(crate) fields: Option<Box<RequestFields>>,
 }
 
 /// The warning about HTTP/1.1 trailers without a `Trailer` field is logged once per process.
@@ -219,15 +222,23 @@ impl HttpProtocol {
     }
 
     /// The app call ended: the core's access line, when the core writes them.
-    fn log_access(&self, py: Python<'_>, status: u16) {
+    fn log_access(&self, py: Python<'_>, outcome: Outcome) {
         let request = access::Request {
             peer: self.line.peer,
             method: self.line.method.as_str(),
             uri: &self.line.uri,
             version: version_text(self.line.version),
+            fields: self.line.fields.as_deref(),
         };
         self.access
-            .record(py, self.ctx.access_log.as_ref(), request, status);
+            .record(py, self.ctx.access_log.as_ref(), request, outcome);
+    }
+
+    /// The call's outcome for the access line, read while the state is locked.
+    fn outcome(&self, st: &HttpState) -> Outcome {
+        Outcome::new(self.ctx.access_log.as_ref(), st.status, || {
+            (st.bytes_sent, st.received_at.elapsed().as_secs_f64())
+        })
     }
 
     fn guard(&self) -> Option<HttpCloseGuard> {
@@ -586,9 +597,9 @@ impl HttpProtocol {
         let (end, fault) = st.app_returned(self.ex.is_closed());
         self.finish(end);
         self.release(&mut st);
-        let status = st.status;
+        let outcome = self.outcome(&st);
         drop(st);
-        self.log_access(py, status);
+        self.log_access(py, outcome);
         fault
     }
 
@@ -598,9 +609,9 @@ impl HttpProtocol {
         let end = st.app_failed(self.ex.is_closed());
         self.finish(end);
         self.release(&mut st);
-        let status = st.status;
+        let outcome = self.outcome(&st);
         drop(st);
-        self.log_access(py, status);
+        self.log_access(py, outcome);
         waiters::worth_logging(py, exc)
     }
 

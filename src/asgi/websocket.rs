@@ -13,7 +13,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyInt, PyString};
 use tokio::sync::mpsc::{self, error::TryRecvError};
 
-use crate::asgi::access::{self, CallAccess};
+use crate::access_log::json::RequestFields;
+use crate::asgi::access::{self, CallAccess, Outcome};
 use crate::asgi::loop_ctx::LoopCtx;
 use crate::asgi::messages::{
     as_dict, body_bytes, message_type, parse_headers, parse_response_start, type_name,
@@ -108,6 +109,8 @@ pub(crate) struct WebSocketProtocol {
     uri: Uri,
     peer: Option<SocketAddr>,
     access: CallAccess,
+    /// The headers the JSON access line shows; only with `--log-format json`.
+    fields: Option<Box<RequestFields>>,
 }
 
 /// The exception the app sees for a fault (ws_send.rs): ClientDisconnected, a ValueError
@@ -208,6 +211,7 @@ impl WebSocketProtocol {
         ctx: Arc<LoopCtx>,
         uri: Uri,
         peer: Option<SocketAddr>,
+        fields: Option<Box<RequestFields>>,
     ) -> Self {
         WebSocketProtocol {
             ex,
@@ -215,6 +219,7 @@ impl WebSocketProtocol {
             uri,
             peer,
             access: CallAccess::default(),
+            fields,
         }
     }
 
@@ -225,9 +230,12 @@ impl WebSocketProtocol {
             method: "WEBSOCKET",
             uri: &self.uri,
             version: "1.1",
+            fields: self.fields.as_deref(),
         };
+        // A session's line shows no bytes or duration, as access_info() does.
+        let outcome = Outcome::new(None, status, || (0, 0.0));
         self.access
-            .record(py, self.ctx.access_log.as_ref(), request, status);
+            .record(py, self.ctx.access_log.as_ref(), request, outcome);
     }
 
     pub(crate) fn on_receive_event(py: Python<'_>, ex: &Arc<Exchange<WsState>>) -> PyResult<()> {

@@ -73,7 +73,7 @@ impl Core {
     /// `runner`: what each app call runs inside (asgi/spawn.rs `Runner`); `config`: the
     /// Python `Config`, read through `options::Options`; the `forwarded_*` pair serves
     /// requests that carry a forwarding header (`--proxy-headers`); `access_log`: (fd,
-    /// colour) when the core writes the default access line to that descriptor itself
+    /// colour, json) when the core writes the default access line to that descriptor itself
     /// (asgi/access.rs), None when the runner logs through Python or nothing is logged.
     #[new]
     #[pyo3(signature = (app, event_loop, runner, config, *, forwarded_app=None, forwarded_runner=None, state=None, access_log=None))]
@@ -87,7 +87,7 @@ impl Core {
         forwarded_app: Option<Py<PyAny>>,
         forwarded_runner: Option<Py<PyAny>>,
         state: Option<Py<PyDict>>,
-        access_log: Option<(i32, bool)>,
+        access_log: Option<(i32, bool, bool)>,
     ) -> PyResult<Self> {
         let server_config = Arc::new(config.server_config(py)?);
         let wakeup = Arc::new(Wakeup::new().map_err(|e| PyOSError::new_err(e.to_string()))?);
@@ -95,11 +95,12 @@ impl Core {
         let runtime = IoRuntime::start(config.runtime_threads.max(1), move || parked.flush())
             .map_err(|e| PyOSError::new_err(format!("cannot start the I/O runtime: {e}")))?;
         let access_log = match access_log {
-            Some((fd, colour)) => Some(AccessLog::new(
+            Some((fd, colour, json)) => Some(AccessLog::new(
                 AccessSink::start(fd).map_err(|e| {
                     PyOSError::new_err(format!("cannot start the access-log writer: {e}"))
                 })?,
                 colour,
+                json,
             )),
             None => None,
         };
