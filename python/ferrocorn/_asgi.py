@@ -17,6 +17,7 @@ from typing import Any
 
 from ._ferrocorn import AppRun, HttpProtocol
 from .accesslog import client_text
+from .path_policy import prefix_matches
 
 error_logger = logging.getLogger("ferrocorn.error")
 access_logger = logging.getLogger("ferrocorn.access")
@@ -74,6 +75,8 @@ def select_runner(
     metrics: Any = None,
     core_log: bool = False,
     timeout: float | None = None,
+    path_timeouts: list[tuple[bytes, float | None]] | None = None,
+    root_path: str = "",
 ) -> tuple[Any, Any]:
     """The (app, runner) pair to hand the core, for the features that are on (each app call
     runs inside the runner).
@@ -82,14 +85,19 @@ def select_runner(
     ``ProxyHeadersMiddleware`` around ``app`` or None; ``metrics``: a ``RequestMetrics`` or None;
     ``core_log``: the core writes the default access line itself (_access_fastpath.py), so
     the runner only has the proxy rewrite's client to tell it; ``timeout``: seconds after
-    which an HTTP app call is cancelled (``--timeout-request``), wrapping the chosen runner.
+    which an HTTP app call is cancelled (``--timeout-request``), wrapping the chosen runner;
+    ``path_timeouts``: (raw prefix, seconds or None) per ``--path-policy`` when one sets
+    ``timeout`` (the first match overrides ``timeout``), ``root_path`` the prefix the core puts
+    before ``raw_path`` (policies match the path as the client sent it).
 
     Proxy headers run in the middleware, except when an access line is written: then the
     runner rewrites the scope itself and calls the inner app, so the line shows the forwarded
     client without the incoming scope being mutated.
     """
     app, runner = _select(app, access_log, log_format, proxy, metrics, core_log)
-    if timeout is not None:
+    if path_timeouts is not None:
+        runner = _with_path_timeouts(runner, timeout, path_timeouts, root_path.encode())
+    elif timeout is not None:
         runner = _with_request_timeout(runner, timeout)
     return app, runner
 
@@ -162,6 +170,38 @@ def _with_request_timeout(runner: Any, seconds: float) -> Any:
             handle.cancel()
 
     return run_with_timeout
+
+
+def _with_path_timeouts(
+    runner: Any,
+    default: float | None,
+    table: list[tuple[bytes, float | None]],
+    root: bytes,
+) -> Any:
+    """``--path-policy ...:timeout=S``: the request timeout of the first policy whose prefix
+    covers the request's raw path (path_policy.py), else ``default``. Each distinct timeout
+    gets its runner once, here; per request this is one scan of the table."""
+    timed: dict[float | None, Any] = {None: runner}
+    for seconds in {default, *(t for _, t in table)}:
+        if seconds is not None:
+            timed[seconds] = _with_request_timeout(runner, seconds)
+    choices = [(prefix, timed[seconds]) for prefix, seconds in table]
+    fallback = timed[default]
+    cut = len(root)
+
+    async def run_by_path(app: Any, scope: dict, proto: Any) -> None:
+        chosen = fallback
+        raw = scope.get("raw_path")
+        if raw is not None:
+            if cut and raw.startswith(root):
+                raw = raw[cut:]
+            for prefix, candidate in choices:
+                if prefix_matches(prefix, raw):
+                    chosen = candidate
+                    break
+        await chosen(app, scope, proto)
+
+    return run_by_path
 
 
 def _expire(task: Any, proto: Any, scope: dict, seconds: float) -> None:

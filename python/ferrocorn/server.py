@@ -13,11 +13,12 @@ from typing import Any, Callable, Coroutine
 
 from ._access_fastpath import CoreAccessLog, log_through_python
 from ._asgi import select_runner
-from ._ferrocorn import Core
+from ._ferrocorn import Core, ProbeServer
 from ._process_contract import EXIT_CONFIG_ERROR, EXIT_OK, EXIT_STARTUP_FAILED, log_listening
 from .config import Config, ConfigError
 from .lifespan import Lifespan
 from .metrics import MetricsServer, RequestMetrics, log_endpoint, open_metrics_socket
+from .probes import open_probes
 from .proxy_headers import ProxyHeadersMiddleware
 from .supervisor import Supervisor
 
@@ -46,6 +47,7 @@ class Server:
         self._metrics_server: MetricsServer | None = None
         # While set, the core writes the access lines (default logging configuration).
         self._core_access_log: CoreAccessLog | None = None
+        self._probes: ProbeServer | None = None  # --health-port (probes.py)
 
     # ------------------------------------------------------------------ running
 
@@ -58,10 +60,21 @@ class Server:
         config = self.config
         try:
             config.load()
+            # Before lifespan startup: /readyz says 503 until the server serves.
+            self._probes = self._open_probes()
         except ConfigError as exc:
             logger.error("%s", exc)
             self.exit_code = EXIT_CONFIG_ERROR
             return self.exit_code
+        try:
+            return await self._serve_loaded()
+        finally:
+            if self._probes is not None:
+                self._probes.close()
+                self._probes = None
+
+    async def _serve_loaded(self) -> int:
+        config = self.config
         # uvicorn's first line, which log pipelines and process managers already look for.
         logger.info("Started server process [%d]", os.getpid())
         loop = asyncio.get_running_loop()
@@ -85,6 +98,8 @@ class Server:
             else:
                 await self._start_metrics()
                 self.started = True
+                if self._probes is not None and not self.should_exit:
+                    self._probes.set_ready(True)  # before the line that says it serves
                 self._log_started()
                 ticks = 0
                 while not self.should_exit and not self._max_requests_reached():
@@ -131,6 +146,8 @@ class Server:
             "metrics": self.metrics,
             "core_log": fast_log is not None,
             "timeout": config.timeout_request,
+            "path_timeouts": config.path_timeouts,
+            "root_path": config.root_path,
         }
         app, runner = select_runner(config.loaded_app, **wrapper_options)
         forwarded_app = forwarded_runner = None
@@ -173,6 +190,16 @@ class Server:
     def _connections(self) -> int:
         return self._core.active_connections() if self._core is not None else 0
 
+    def _open_probes(self) -> ProbeServer | None:
+        """The --health-port probes (overridden by worker.WorkerServer: the supervisor's)."""
+        if self.config.health_port is None:
+            return None
+        return open_probes(self.config.health_host, self.config.health_port)
+
+    def _not_ready(self) -> None:
+        if self._probes is not None:
+            self._probes.set_ready(False)
+
     def _open_metrics_endpoint(self) -> None:
         """Bind the endpoint (overridden by worker.WorkerServer: the supervisor serves it)."""
         sock = open_metrics_socket(self.config.metrics_host, self.config.metrics_port)
@@ -207,6 +234,7 @@ class Server:
         if core is None:
             return
         logger.info("Shutting down")
+        self._not_ready()
         core.stop_accepting()
         if self._unix_path:
             try:
@@ -278,6 +306,8 @@ class Server:
     # ------------------------------------------------------------------ signals
 
     def handle_exit(self, sig: int, frame: Any = None) -> None:
+        # /readyz fails from this instant, even while the app blocks the loop.
+        self._not_ready()
         if self.should_exit and sig == signal.SIGINT:
             self.force_exit = True
         else:

@@ -10,7 +10,7 @@ use pyo3::prelude::*;
 
 use super::seconds::seconds;
 use super::tls_config::TlsConfig;
-use crate::config::{Http2Settings, HttpMode, ServerConfig};
+use crate::config::{Http2Settings, HttpMode, PathPolicy, ServerConfig};
 use crate::http::headers::{response_header_name, response_header_value};
 use crate::server::connection::alpn_protocols;
 use crate::ws::WsConfig;
@@ -35,6 +35,8 @@ pub(crate) struct Options {
     limit_request_body: Option<u64>,
     timeout_request_body: Option<f64>,
     limit_request_line: Option<usize>,
+    /// `--path-policy` as (prefix, body limit, body timeout), resolved by config.py.
+    encoded_path_policies: Vec<(String, Option<u64>, Option<f64>)>,
     pub(crate) runtime_threads: usize,
     tls: Option<Py<TlsConfig>>,
     http: String,
@@ -94,6 +96,17 @@ impl Options {
             limit_request_body: self.limit_request_body.filter(|&n| n > 0),
             timeout_request_body: seconds("timeout_request_body", self.timeout_request_body)?,
             limit_request_line: self.limit_request_line.filter(|&n| n > 0),
+            path_policies: self
+                .encoded_path_policies
+                .iter()
+                .map(|(prefix, limit, timeout)| {
+                    Ok(PathPolicy {
+                        prefix: prefix.clone(),
+                        limit_request_body: limit.filter(|&n| n > 0),
+                        timeout_request_body: seconds("path_policy body-timeout", *timeout)?,
+                    })
+                })
+                .collect::<PyResult<_>>()?,
             http,
             http2,
             tls,

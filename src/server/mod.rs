@@ -11,6 +11,7 @@ pub(crate) mod handshake;
 pub(crate) mod idle;
 pub(crate) mod listener;
 pub(crate) mod park;
+pub(crate) mod probes;
 pub(crate) mod runtime;
 pub(crate) mod service;
 pub(crate) mod stamp;
