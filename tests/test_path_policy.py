@@ -169,9 +169,7 @@ def test_parsing():
     assert parse_policy("/a:body=512k,body-timeout=off").body == 512 << 10
     assert parse_policy("/a:body=off").body is None
     assert parse_policy("/*:timeout=1.5").prefix == "/"
-    config = Config(
-        APP, limit_request_body=100, timeout_request_body=5, path_policy=["/a:body=7"]
-    )
+    config = Config(APP, limit_request_body=100, timeout_request_body=5, path_policy=["/a:body=7"])
     assert config.encoded_path_policies == [("/a", 7, 5.0)]
     assert config.path_timeouts is None
 
@@ -188,4 +186,3 @@ def test_prefix_matching_rule():
 def test_no_policy_means_no_lookup():
     config = Config(APP)
     assert config.encoded_path_policies == [] and config.path_timeouts is None
-

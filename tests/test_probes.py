@@ -259,4 +259,3 @@ def test_probe_port_in_use_fails_at_start():
 def test_environment_variable():
     with start_server(APP, env={"FERROCORN_HEALTH_PORT": "0"}) as server:
         assert status(probe_port(server), "/livez") == 200
-

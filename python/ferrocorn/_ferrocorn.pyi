@@ -14,6 +14,7 @@ __all__ = [
     "__version__",
     "ClientDisconnected",
     "Core",
+    "ProbeServer",
     "HttpProtocol",
     "WebSocketProtocol",
     "Ready",

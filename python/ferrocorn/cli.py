@@ -98,7 +98,10 @@ _SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("Logging", ("log_level", "log_config", "access_log", "access_log_format")),
     ("Proxy", ("proxy_headers", "forwarded_allow_ips")),
-    ("Metrics and probes", ("metrics", "metrics_host", "metrics_port", "health_host", "health_port")),
+    (
+        "Metrics and probes",
+        ("metrics", "metrics_host", "metrics_port", "health_host", "health_port"),
+    ),
     ("Runtime", ("loop", "runtime_threads")),
     (
         "WebSocket",
