@@ -98,10 +98,8 @@ _SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ),
     ("Logging", ("log_level", "log_config", "access_log", "access_log_format")),
     ("Proxy", ("proxy_headers", "forwarded_allow_ips")),
-    (
-        "Metrics and probes",
-        ("metrics", "metrics_host", "metrics_port", "health_host", "health_port"),
-    ),
+    ("Metrics", ("metrics", "metrics_host", "metrics_port")),
+    ("Health probes", ("health_port", "health_host")),
     ("Runtime", ("loop", "runtime_threads")),
     (
         "WebSocket",
@@ -546,11 +544,7 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     default=_DEFAULTS["metrics_port"],
     help="Bind the metrics endpoint to this port (0 picks a free one).",
 )
-@_option(
-    "--health-host",
-    default=_DEFAULTS["health_host"],
-    help="Bind the health probes (--health-port) to this host.",
-)
+# Health probes
 @_option(
     "--health-port",
     type=int,
@@ -558,6 +552,11 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     show_default=False,
     help="Serve GET /livez and GET /readyz on this port, answered by the Rust core even while "
     "the app blocks the event loop (0 picks a free one). Default: off.",
+)
+@_option(
+    "--health-host",
+    default=_DEFAULTS["health_host"],
+    help="Bind the health probes (--health-port) to this host.",
 )
 # Runtime
 @_option(
