@@ -46,6 +46,34 @@ impl Default for Http2Settings {
 }
 use crate::ws::WsConfig;
 
+/// `--path-policy`: the body limits of requests under a path prefix, already resolved
+/// against the global ones (a key the policy does not set has the global value).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct PathPolicy {
+    /// Normalised by config.py: starts with `/`; see `prefix_matches`.
+    pub(crate) prefix: String,
+    pub(crate) limit_request_body: Option<u64>,
+    pub(crate) timeout_request_body: Option<Duration>,
+}
+
+/// The body limits one request gets: the global ones, or its path policy's.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(crate) struct BodyLimits {
+    pub(crate) limit: Option<u64>,
+    pub(crate) timeout: Option<Duration>,
+}
+
+/// Whether `path` (raw, as the client sent it, without the query) is under `prefix`: at a
+/// segment boundary, so `/upload` covers `/upload` and `/upload/...` but not `/uploads`; a
+/// prefix ending in `/` covers what starts with it (`/` covers everything). The same rule
+/// as config.py's `PathPolicy.matches`.
+pub(crate) fn prefix_matches(prefix: &str, path: &str) -> bool {
+    path.starts_with(prefix)
+        && (prefix.ends_with('/')
+            || path.len() == prefix.len()
+            || path.as_bytes()[prefix.len()] == b'/')
+}
+
 #[derive(Clone, Debug)]
 pub(crate) struct ServerConfig {
     /// Add `Server: ferrocorn` unless the app set its own.
@@ -83,6 +111,8 @@ pub(crate) struct ServerConfig {
     pub(crate) timeout_request_body: Option<Duration>,
     /// Longest request-target (path and query; HTTP/2 `:path`): longer ones get 414.
     pub(crate) limit_request_line: Option<usize>,
+    /// First match wins; empty unless `--path-policy` is given (then one scan per request).
+    pub(crate) path_policies: Vec<PathPolicy>,
     pub(crate) http: HttpMode,
     pub(crate) http2: Http2Settings,
     /// Serve TLS on every listener when set.
@@ -90,6 +120,29 @@ pub(crate) struct ServerConfig {
     /// `--proxy-protocol` (None: off, no header is looked for).
     pub(crate) proxy_protocol: Option<ProxyProtocol>,
     pub(crate) ws: WsConfig,
+}
+
+impl ServerConfig {
+    /// The body limits of a request for `path`: its first matching policy's, else the
+    /// global ones. Without policies this is two copies.
+    pub(crate) fn body_limits(&self, path: &str) -> BodyLimits {
+        if !self.path_policies.is_empty() {
+            if let Some(p) = self
+                .path_policies
+                .iter()
+                .find(|p| prefix_matches(&p.prefix, path))
+            {
+                return BodyLimits {
+                    limit: p.limit_request_body,
+                    timeout: p.timeout_request_body,
+                };
+            }
+        }
+        BodyLimits {
+            limit: self.limit_request_body,
+            timeout: self.timeout_request_body,
+        }
+    }
 }
 
 /// For unit tests: the defaults users get are `Config`'s (python/ferrocorn/config.py), read
@@ -116,11 +169,52 @@ impl Default for ServerConfig {
             limit_request_body: Some(1 << 30),
             timeout_request_body: Some(Duration::from_secs(60)),
             limit_request_line: Some(16 * 1024),
+            path_policies: Vec::new(),
             http: HttpMode::Auto,
             http2: Http2Settings::default(),
             tls: None,
             proxy_protocol: None,
             ws: WsConfig::default(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn prefixes_match_at_segment_boundaries() {
+        assert!(prefix_matches("/upload", "/upload"));
+        assert!(prefix_matches("/upload", "/upload/a/b"));
+        assert!(!prefix_matches("/upload", "/uploads"));
+        assert!(!prefix_matches("/upload", "/"));
+        assert!(prefix_matches("/upload/", "/upload/x"));
+        assert!(!prefix_matches("/upload/", "/upload"));
+        assert!(prefix_matches("/", "/anything"));
+    }
+
+    #[test]
+    fn the_first_matching_policy_wins() {
+        let policy = |prefix: &str, limit| PathPolicy {
+            prefix: prefix.into(),
+            limit_request_body: limit,
+            timeout_request_body: None,
+        };
+        let config = ServerConfig {
+            limit_request_body: Some(10),
+            path_policies: vec![
+                policy("/a/b", Some(1)),
+                policy("/a", Some(2)),
+                policy("/c", None),
+            ],
+            ..ServerConfig::default()
+        };
+        assert_eq!(config.body_limits("/a/b/c").limit, Some(1));
+        assert_eq!(config.body_limits("/a/bc").limit, Some(2));
+        assert_eq!(config.body_limits("/c").limit, None);
+        let other = config.body_limits("/d");
+        assert_eq!(other.limit, Some(10));
+        assert_eq!(other.timeout, config.timeout_request_body);
     }
 }

@@ -45,6 +45,7 @@ fn _ferrocorn(m: &Bound<'_, PyModule>) -> PyResult<()> {
         py.get_type::<asgi::errors::ClientDisconnected>(),
     )?;
     m.add_class::<core::Core>()?;
+    m.add_class::<core::probes::ProbeServer>()?;
     m.add_class::<asgi::protocol::HttpProtocol>()?;
     m.add_class::<asgi::websocket::WebSocketProtocol>()?;
     m.add_class::<asgi::awaitable::Ready>()?;

@@ -18,6 +18,7 @@ from typing import Any
 from ._ferrocorn import AppRun, HttpProtocol
 from .accesslog import client_text
 from .jsonlog import access_fields
+from .path_policy import prefix_matches
 
 error_logger = logging.getLogger("ferrocorn.error")
 access_logger = logging.getLogger("ferrocorn.access")
@@ -76,6 +77,8 @@ def select_runner(
     core_log: bool = False,
     timeout: float | None = None,
     json_access: bool = False,
+    path_timeouts: list[tuple[bytes, float | None]] | None = None,
+    root_path: str = "",
 ) -> tuple[Any, Any]:
     """The (app, runner) pair to hand the core, for the features that are on (each app call
     runs inside the runner).
@@ -87,13 +90,18 @@ def select_runner(
     which an HTTP app call is cancelled (``--timeout-request``), wrapping the chosen runner;
     ``json_access``: ``--log-format json``, each access record carries jsonlog.py's fields
     (``extra={"access": ...}``) for the JSON formatter.
+    ``path_timeouts``: (raw prefix, seconds or None) per ``--path-policy`` when one sets
+    ``timeout`` (the first match overrides ``timeout``), ``root_path`` the prefix the core puts
+    before ``raw_path`` (policies match the path as the client sent it).
 
     Proxy headers run in the middleware, except when an access line is written: then the
     runner rewrites the scope itself and calls the inner app, so the line shows the forwarded
     client without the incoming scope being mutated.
     """
     app, runner = _select(app, access_log, log_format, proxy, metrics, core_log, json_access)
-    if timeout is not None:
+    if path_timeouts is not None:
+        runner = _with_path_timeouts(runner, timeout, path_timeouts, root_path.encode(), metrics)
+    elif timeout is not None:
         runner = _with_request_timeout(runner, timeout, metrics)
     return app, runner
 
@@ -173,6 +181,39 @@ def _with_request_timeout(runner: Any, seconds: float, metrics: Any = None) -> A
             handle.cancel()
 
     return run_with_timeout
+
+
+def _with_path_timeouts(
+    runner: Any,
+    default: float | None,
+    table: list[tuple[bytes, float | None]],
+    root: bytes,
+    metrics: Any,
+) -> Any:
+    """``--path-policy ...:timeout=S``: the request timeout of the first policy whose prefix
+    covers the request's raw path (path_policy.py), else ``default``. Each distinct timeout
+    gets its runner once, here; per request this is one scan of the table."""
+    timed: dict[float | None, Any] = {None: runner}
+    for seconds in {default, *(t for _, t in table)}:
+        if seconds is not None:
+            timed[seconds] = _with_request_timeout(runner, seconds, metrics)
+    choices = [(prefix, timed[seconds]) for prefix, seconds in table]
+    fallback = timed[default]
+    cut = len(root)
+
+    async def run_by_path(app: Any, scope: dict, proto: Any) -> None:
+        chosen = fallback
+        raw = scope.get("raw_path")
+        if raw is not None:
+            if cut and raw.startswith(root):
+                raw = raw[cut:]
+            for prefix, candidate in choices:
+                if prefix_matches(prefix, raw):
+                    chosen = candidate
+                    break
+        await chosen(app, scope, proto)
+
+    return run_by_path
 
 
 def _expire(task: Any, proto: Any, scope: dict, seconds: float, metrics: Any) -> None:

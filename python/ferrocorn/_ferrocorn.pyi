@@ -14,6 +14,7 @@ __all__ = [
     "__version__",
     "ClientDisconnected",
     "Core",
+    "ProbeServer",
     "HttpProtocol",
     "WebSocketProtocol",
     "Ready",
@@ -150,6 +151,19 @@ class WebSocketProtocol:
     def fail(self, exc: BaseException) -> bool: ...
     def access_info(self) -> tuple[str, str, str, str, int, int, float]: ...
     def set_access_client(self, client: str) -> None: ...
+
+@final
+class ProbeServer:
+    """The ``--health-port`` probes (``GET /livez``, ``GET /readyz``), served by Rust on a
+    thread of their own (``probes.py``)."""
+
+    def __new__(cls, fd: int) -> Self:
+        """Serve a bound, listening TCP socket (taking ownership of ``fd``), not ready yet."""
+    def set_ready(self, ready: bool) -> None:
+        """What ``/readyz`` answers from now on: 200 when true, else 503."""
+    def is_ready(self) -> bool: ...
+    def close(self) -> None:
+        """Stop serving; the socket closes."""
 
 @final
 class Core:

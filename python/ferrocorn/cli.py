@@ -33,6 +33,7 @@ from .config import (
     ConfigError,
 )
 from .config_file import ConfigFileError, file_keys, read_config_file
+from .path_policy import parse_policies
 
 # Config is the single source of the defaults shown in --help.
 _DEFAULTS: dict[str, Any] = {
@@ -76,6 +77,7 @@ _SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "limit_response_buffer",
             "header_read_timeout",
             "timeout_request_body",
+            "path_policy",
         ),
     ),
     (
@@ -108,6 +110,7 @@ _SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("Logging", ("log_level", "log_config", "log_format", "access_log", "access_log_format")),
     ("Proxy", ("proxy_headers", "forwarded_allow_ips")),
     ("Metrics", ("metrics", "metrics_host", "metrics_port")),
+    ("Health probes", ("health_port", "health_host")),
     ("Runtime", ("loop", "runtime_threads")),
     (
         "WebSocket",
@@ -158,6 +161,16 @@ class _Seconds(click.ParamType):
             return float(value)
         except ValueError:
             self.fail(f"{value!r} is not a number of seconds or 'none'.", param, ctx)
+
+
+def _check_path_policies(ctx: click.Context, param: click.Parameter, value: Any) -> Any:
+    """A bad --path-policy ends the command here: one line, exit code 2 (a usage error)."""
+    try:
+        parse_policies(list(value))
+    except ValueError as exc:
+        click.echo(f"Error: Invalid --path-policy {exc}.", err=True)
+        ctx.exit(2)
+    return list(value)
 
 
 def _option(*decls: str, **kwargs: Any) -> Callable[[Callable[..., Any]], Callable[..., Any]]:
@@ -404,6 +417,16 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     ),
 )
 @_option(
+    "--path-policy",
+    metavar="PREFIX:KEY=VALUE,...",
+    multiple=True,
+    show_default=False,
+    callback=_check_path_policies,
+    help="Override body (bytes, K/M/G suffixes, or off), body-timeout and timeout (seconds "
+    "or off) for paths under PREFIX, e.g. '/upload/*:body=10G,timeout=600'; repeatable, "
+    "the first match wins.",
+)
+@_option(
     "--timeout-request-body",
     type=_Seconds(),
     default=_DEFAULTS["timeout_request_body"],
@@ -596,6 +619,20 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     type=int,
     default=_DEFAULTS["metrics_port"],
     help="Bind the metrics endpoint to this port (0 picks a free one).",
+)
+# Health probes
+@_option(
+    "--health-port",
+    type=int,
+    default=None,
+    show_default=False,
+    help="Serve GET /livez and GET /readyz on this port, answered by the Rust core even while "
+    "the app blocks the event loop (0 picks a free one). Default: off.",
+)
+@_option(
+    "--health-host",
+    default=_DEFAULTS["health_host"],
+    help="Bind the health probes (--health-port) to this host.",
 )
 # Runtime
 @_option(

@@ -28,6 +28,7 @@ from typing import Any
 from .accesslog import DEFAULT_ACCESS_LOG_FORMAT, AccessLogFormat
 from .importer import ImportFromStringError, import_from_string
 from .jsonlog import JsonFormatter
+from .path_policy import UNSET, PathPolicy, parse_policies
 from .proxy_headers import TrustedHosts
 
 __all__ = [
@@ -549,6 +550,9 @@ class Config:
         metrics: bool = False,
         metrics_host: str = "127.0.0.1",
         metrics_port: int = 9090,
+        health_host: str = "127.0.0.1",
+        health_port: int | None = None,
+        path_policy: list[str] | str | None = None,
         workers: int | None = None,
         limit_max_requests_jitter: int = 0,
         reload: bool = False,
@@ -692,6 +696,23 @@ class Config:
         self.metrics = bool(metrics)
         self.metrics_host = metrics_host
         self.metrics_port = _check_int("metrics_port", metrics_port, 0, 65535)
+        # Health probes served by Rust, off the Python loop (probes.py); None: off.
+        self.health_host = health_host
+        self.health_port = (
+            None if health_port is None else _check_int("health_port", health_port, 0, 65535)
+        )
+        if self.metrics and self.health_port is not None and self.health_port != 0:
+            if self.health_port == self.metrics_port and self.health_host == self.metrics_host:
+                raise ConfigError(
+                    f"Options health_port and metrics_port are both {self.health_port}: the "
+                    "probes need a port of their own."
+                )
+        # Per path prefix overrides of the body limit and the body/request timeouts.
+        self.path_policy = path_policy
+        try:
+            self.path_policies: list[PathPolicy] = parse_policies(path_policy)
+        except ValueError as exc:
+            raise ConfigError(f"Invalid path_policy {exc}.") from None
 
         self.ssl_certfile = _optional_path(ssl_certfile)
         self.ssl_keyfile = _optional_path(ssl_keyfile)
@@ -780,6 +801,32 @@ class Config:
     def encoded_headers(self) -> list[tuple[bytes, bytes]]:
         """Extra response headers as (lowercase name, value) latin-1 bytes."""
         return [_encode_header(item) for item in self.headers]
+
+    # ------------------------------------------------------------------ path policies
+
+    @property
+    def encoded_path_policies(self) -> list[tuple[str, int | None, float | None]]:
+        """For the core: (prefix, body limit, body timeout) per policy, a key the policy
+        leaves unset resolved to the global option (src/config.rs ``PathPolicy``)."""
+        return [
+            (
+                p.prefix,
+                self.limit_request_body if p.body is UNSET else p.body,
+                self.timeout_request_body if p.body_timeout is UNSET else p.body_timeout,
+            )
+            for p in self.path_policies
+        ]
+
+    @property
+    def path_timeouts(self) -> list[tuple[bytes, float | None]] | None:
+        """For the runner: (raw prefix, request timeout) per policy, resolved like
+        ``encoded_path_policies``; None when no policy sets ``timeout`` (no lookup then)."""
+        if all(p.timeout is UNSET for p in self.path_policies):
+            return None
+        return [
+            (p.prefix.encode("ascii"), self.timeout_request if p.timeout is UNSET else p.timeout)
+            for p in self.path_policies
+        ]
 
     # ------------------------------------------------------------------ env / logging
 

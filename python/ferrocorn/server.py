@@ -13,7 +13,7 @@ from typing import Any, Callable, Coroutine
 
 from ._access_fastpath import CoreAccessLog, log_through_python
 from ._asgi import select_runner
-from ._ferrocorn import Core
+from ._ferrocorn import Core, ProbeServer
 from ._process_contract import EXIT_CONFIG_ERROR, EXIT_OK, EXIT_STARTUP_FAILED, log_listening
 from ._stand_in import failure_app
 from .config import Config, ConfigError
@@ -25,6 +25,7 @@ from .metrics import (
     log_endpoint,
     open_metrics_socket,
 )
+from .probes import open_probes
 from .proxy_headers import ProxyHeadersMiddleware
 from .supervisor import Supervisor
 from .tls_reload import TlsReloader
@@ -60,6 +61,7 @@ class Server:
         # With TLS: reloads the certificate on SIGHUP and --ssl-reload-interval.
         self._tls_reloader: TlsReloader | None = None
         self._closed_counts: dict[str, Any] | None = None  # the core's, once it closed
+        self._probes: ProbeServer | None = None  # --health-port (probes.py)
 
     def _use_stand_in(self, reason: str, exc: BaseException | None) -> None:
         """--reload: serve 503s naming ``reason`` until the next change replaces this worker."""
@@ -88,6 +90,22 @@ class Server:
                 self.exit_code = EXIT_CONFIG_ERROR
                 return self.exit_code
             self._use_stand_in(_failure_text(exc), exc)
+        try:
+            # Before lifespan startup: /readyz says 503 until the server serves.
+            self._probes = self._open_probes()
+        except ConfigError as exc:
+            logger.error("%s", exc)
+            self.exit_code = EXIT_CONFIG_ERROR
+            return self.exit_code
+        try:
+            return await self._serve_loaded()
+        finally:
+            if self._probes is not None:
+                self._probes.close()
+                self._probes = None
+
+    async def _serve_loaded(self) -> int:
+        config = self.config
         # uvicorn's first line, which log pipelines and process managers already look for.
         logger.info("Started server process [%d]", os.getpid())
         loop = asyncio.get_running_loop()
@@ -118,6 +136,8 @@ class Server:
                     loop_lag = LoopLag(self.metrics, loop)
                     loop_lag.start()
                 self.started = True
+                if self._probes is not None and not self.should_exit:
+                    self._probes.set_ready(True)  # before the line that says it serves
                 self._log_started()
                 ticks = 0
                 while not self.should_exit and not self._max_requests_reached():
@@ -169,6 +189,8 @@ class Server:
             "core_log": fast_log is not None,
             "timeout": config.timeout_request,
             "json_access": config.log_format == "json",
+            "path_timeouts": config.path_timeouts,
+            "root_path": config.root_path,
         }
         app, runner = select_runner(config.loaded_app, **wrapper_options)
         forwarded_app = forwarded_runner = None
@@ -218,6 +240,16 @@ class Server:
         worker's final snapshot carries)."""
         return self._core.server_counts() if self._core is not None else self._closed_counts
 
+    def _open_probes(self) -> ProbeServer | None:
+        """The --health-port probes (overridden by worker.WorkerServer: the supervisor's)."""
+        if self.config.health_port is None:
+            return None
+        return open_probes(self.config.health_host, self.config.health_port)
+
+    def _not_ready(self) -> None:
+        if self._probes is not None:
+            self._probes.set_ready(False)
+
     def _open_metrics_endpoint(self) -> None:
         """Bind the endpoint (overridden by worker.WorkerServer: the supervisor serves it)."""
         sock = open_metrics_socket(self.config.metrics_host, self.config.metrics_port)
@@ -254,6 +286,7 @@ class Server:
         if core is None:
             return
         logger.info("Shutting down")
+        self._not_ready()
         core.stop_accepting()
         if self._unix_path:
             try:
@@ -331,6 +364,8 @@ class Server:
             self._tls_reloader.request()
 
     def handle_exit(self, sig: int, frame: Any = None) -> None:
+        # /readyz fails from this instant, even while the app blocks the loop.
+        self._not_ready()
         if self.should_exit and sig == signal.SIGINT:
             self.force_exit = True
         else:

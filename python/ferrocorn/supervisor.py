@@ -55,7 +55,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import PurePath
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ._process_contract import (
     EXIT_CONFIG_ERROR,
@@ -69,7 +69,11 @@ from ._process_contract import (
 )
 from .config import Config, ConfigError, socket_kind
 from .metrics import log_endpoint, open_metrics_socket
+from .probes import open_probes
 from .supervisor_metrics import SupervisorMetrics
+
+if TYPE_CHECKING:
+    from ._ferrocorn import ProbeServer
 
 logger = logging.getLogger("ferrocorn.error")
 
@@ -158,6 +162,7 @@ class Supervisor:
         self._changes: set[str] = set()
         self._wait_for_change = False  # --reload: the app failed to start; wait for an edit
         self._metrics: SupervisorMetrics | None = None  # --metrics: the endpoint
+        self._probes: ProbeServer | None = None  # --health-port (probes.py)
 
     # ------------------------------------------------------------------ running
 
@@ -175,6 +180,8 @@ class Supervisor:
             if config.metrics:
                 sock = open_metrics_socket(config.metrics_host, config.metrics_port)
                 self._metrics = SupervisorMetrics(sock, lambda: self.target)
+            if config.health_port is not None:
+                self._probes = open_probes(config.health_host, config.health_port)
         except ConfigError as exc:
             logger.error("%s", exc)
             self._close_sockets()
@@ -196,6 +203,8 @@ class Supervisor:
                 worker.proc.wait()
             if self._metrics is not None:
                 self._metrics.stop()
+            if self._probes is not None:
+                self._probes.close()
             self._close_sockets()
             self._selector.close()
         return self.exit_code
@@ -288,6 +297,7 @@ class Supervisor:
                 else:
                     self._read_pipe(key.data)
             self._reap()
+            self._update_probes()
             if self._stopping:
                 if not self.workers:
                     return
@@ -298,6 +308,14 @@ class Supervisor:
             self._judge_starts(now)
             self._step_replacements(now)
             self._keep_count(now)
+
+    def _update_probes(self) -> None:
+        """/readyz: ready while one worker serves and is not being stopped, and never once
+        the supervisor stops (the workers are told in the same loop step)."""
+        if self._probes is not None:
+            self._probes.set_ready(
+                not self._stopping and any(w.ready and not w.retiring for w in self.workers)
+            )
 
     def _timeout(self) -> float:
         """Seconds until the next timed step (the loop also wakes on signals and pipes)."""

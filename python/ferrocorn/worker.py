@@ -57,6 +57,9 @@ class WorkerServer(Server):
         self._metrics_channel: MetricsChannel | None = None
         self._recycle_asked = False
 
+    def _open_probes(self) -> None:
+        return None  # the supervisor serves the probes
+
     def _open_metrics_endpoint(self) -> None:
         fd, self._metrics_fd = self._metrics_fd, None
         if fd is None:

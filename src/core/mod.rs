@@ -3,6 +3,7 @@
 //! What happens per request is the dispatcher's (asgi/dispatch.rs) and the tokio side's.
 
 pub(crate) mod options;
+pub(crate) mod probes;
 mod seconds;
 pub(crate) mod tls_config;
 

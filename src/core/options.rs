@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 
 use super::seconds::seconds;
 use super::tls_config::TlsConfig;
-use crate::config::{Http2Settings, HttpMode, ServerConfig};
+use crate::config::{Http2Settings, HttpMode, PathPolicy, ServerConfig};
 use crate::http::headers::{response_header_name, response_header_value};
 use crate::proxy_protocol::{ProxyProtocol, TrustedPeers, Versions};
 use crate::server::connection::alpn_protocols;
@@ -40,6 +40,8 @@ pub(crate) struct Options {
     limit_request_body: Option<u64>,
     timeout_request_body: Option<f64>,
     limit_request_line: Option<usize>,
+    /// `--path-policy` as (prefix, body limit, body timeout), resolved by config.py.
+    encoded_path_policies: Vec<(String, Option<u64>, Option<f64>)>,
     pub(crate) runtime_threads: usize,
     tls: Option<Py<TlsConfig>>,
     ssl_handshake_timeout: f64,
@@ -110,6 +112,17 @@ impl Options {
             limit_request_body: self.limit_request_body.filter(|&n| n > 0),
             timeout_request_body: seconds("timeout_request_body", self.timeout_request_body)?,
             limit_request_line: self.limit_request_line.filter(|&n| n > 0),
+            path_policies: self
+                .encoded_path_policies
+                .iter()
+                .map(|(prefix, limit, timeout)| {
+                    Ok(PathPolicy {
+                        prefix: prefix.clone(),
+                        limit_request_body: limit.filter(|&n| n > 0),
+                        timeout_request_body: seconds("path_policy body-timeout", *timeout)?,
+                    })
+                })
+                .collect::<PyResult<_>>()?,
             http,
             http2,
             tls,

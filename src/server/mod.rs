@@ -12,6 +12,7 @@ pub(crate) mod handshake;
 pub(crate) mod idle;
 pub(crate) mod listener;
 pub(crate) mod park;
+pub(crate) mod probes;
 pub(crate) mod proxied;
 pub(crate) mod runtime;
 pub(crate) mod service;

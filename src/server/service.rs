@@ -20,7 +20,7 @@ use crate::bridge::exchange::{CloseGuard, Exchange};
 use crate::bridge::http_state::{BufferLimits, HttpState, RequestBody};
 use crate::bridge::pending::PendingRequest;
 use crate::bridge::wakeup::{Event, LogText};
-use crate::config::ServerConfig;
+use crate::config::{BodyLimits, ServerConfig};
 use crate::http::body_reader::{BodyError, BodyReader};
 use crate::http::h1_request::check_head;
 use crate::http::headers::{
@@ -187,8 +187,8 @@ fn warn_limit(conn: &ConnCtx, status: StatusCode, why: std::fmt::Arguments<'_>) 
 }
 
 /// Logs why a streamed body was cut off (a broken body is the client's business, not logged).
-fn warn_body_failed(conn: &ConnCtx, err: BodyError) {
-    let config = &conn.shared.config;
+/// `limits`: the ones this request had (the global ones, or its `--path-policy`'s).
+fn warn_body_failed(conn: &ConnCtx, err: BodyError, limits: BodyLimits) {
     match err {
         BodyError::TooLarge => warn_limit(
             conn,
@@ -196,7 +196,7 @@ fn warn_body_failed(conn: &ConnCtx, err: BodyError) {
             format_args!(
                 "request body larger than --limit-request-body ({} bytes); stopped reading it \
                  (413, or the response aborted if it had started)",
-                config.limit_request_body.unwrap_or_default()
+                limits.limit.unwrap_or_default()
             ),
         ),
         BodyError::TimedOut => warn_limit(
@@ -205,10 +205,7 @@ fn warn_body_failed(conn: &ConnCtx, err: BodyError) {
             format_args!(
                 "no request body data for --timeout-request-body ({}s) while the app waited \
                  for it (408, or the response aborted if it had started)",
-                config
-                    .timeout_request_body
-                    .unwrap_or_default()
-                    .as_secs_f64()
+                limits.timeout.unwrap_or_default().as_secs_f64()
             ),
         ),
         BodyError::Malformed => {}
@@ -255,7 +252,8 @@ async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>, arrived: Instant) 
     let expect_continue = expects_continue(&head.headers);
     let is_head = head.method == Method::HEAD;
 
-    if let (Some(limit), Some(size)) = (config.limit_request_body, size) {
+    let limits = config.body_limits(head.uri.path());
+    if let (Some(limit), Some(size)) = (limits.limit, size) {
         if size > limit {
             // Refused before the app sees it, and before a 100 Continue invites the body.
             let why = format_args!(
@@ -264,7 +262,7 @@ async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>, arrived: Instant) 
             return (refuse(conn, StatusCode::PAYLOAD_TOO_LARGE, why), None);
         }
     }
-    let mut reader = BodyReader::new(body, config.limit_request_body, config.timeout_request_body);
+    let mut reader = BodyReader::new(body, limits.limit, limits.timeout);
     if !reader.is_complete() {
         conn.enter();
         reader.watch(conn.clone());
@@ -278,7 +276,7 @@ async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>, arrived: Instant) 
             match reader.read_all(n).await {
                 Ok(data) => RequestBody::Full(data),
                 Err(err) => {
-                    warn_body_failed(conn, err);
+                    warn_body_failed(conn, err, limits);
                     return (ResponseBody::error(config, err.status()), None);
                 }
             }
@@ -310,7 +308,7 @@ async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>, arrived: Instant) 
         let conn = conn.clone();
         tokio::spawn(async move {
             if let Some(err) = pump_request_body(reader, tx, ex, body_start, failed_tx).await {
-                warn_body_failed(&conn, err);
+                warn_body_failed(&conn, err, limits);
             }
         });
     }
