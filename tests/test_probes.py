@@ -259,3 +259,55 @@ def test_probe_port_in_use_fails_at_start():
 def test_environment_variable():
     with start_server(APP, env={"FERROCORN_HEALTH_PORT": "0"}) as server:
         assert status(probe_port(server), "/livez") == 200
+
+
+METRICS_RE = r"Metrics on http://127\.0\.0\.1:(\d+)/metrics"
+
+
+def metrics_port_of(server):
+    m = server.wait_for_output(METRICS_RE, timeout=20)
+    assert m, server.output()
+    return int(m.group(1))
+
+
+def test_metrics_port_answers_the_probes_through_startup_and_drain():
+    """/livez and /readyz on the metrics port too (served by the Python loop there, so only
+    --health-port answers while the app blocks the loop): ready while serving, 503 from the
+    moment the graceful shutdown begins."""
+    flags = ("--metrics", "--metrics-port", "0", "--timeout-graceful-shutdown", "20")
+    with start_server(APP, *flags) as server:
+        port = metrics_port_of(server)
+        assert status(port, "/livez") == 200
+        assert status(port, "/readyz") == 200
+        assert probe(port, "/readyz", method="HEAD")[2] == b""
+        assert status(port, "/nope") == 404
+        thread, result = in_thread(lambda: httpx.get(server.url + "/slow?s=3", timeout=30))
+        assert server.wait_for_output("slow started", timeout=10)
+        server.proc.send_signal(signal.SIGTERM)
+        assert server.wait_for_output("Waiting for connections to close", timeout=10)
+        assert status(port, "/readyz") == 503
+        assert status(port, "/livez") == 200
+        thread.join(30)
+        assert result["value"].text == "slow"
+        assert server.wait(20) == 0
+
+
+def test_supervisor_metrics_port_answers_the_probes(tmp_path):
+    gate = str(tmp_path / "gate")
+    open(gate + ".first", "w").close()  # no worker starts before the gate opens
+    flags = ("--workers", "2", "--metrics", "--metrics-port", "0")
+    with start_server(APP, *flags, env={"PROBES_GATE": gate}, ready=False) as server:
+        port = metrics_port_of(server)
+        assert wait_until(lambda: server.output().count("Started server process") >= 2, 20)
+        assert status(port, "/readyz") == 503
+        assert status(port, "/livez") == 200
+        open(gate, "w").close()
+        server.wait_ready(20)
+        assert wait_until(lambda: status(port, "/readyz") == 200, timeout=20)
+        thread, result = in_thread(lambda: httpx.get(server.url + "/slow?s=3", timeout=30))
+        assert server.wait_for_output("slow started", timeout=10)
+        server.proc.send_signal(signal.SIGTERM)
+        assert wait_until(lambda: status(port, "/readyz") == 503, timeout=5)
+        thread.join(30)
+        assert result["value"].text == "slow"
+        assert server.wait(30) == 0

@@ -418,7 +418,9 @@ _HEAD_TIMEOUT = 10.0
 
 
 class MetricsServer:
-    """Answers ``GET /metrics`` and ``GET /health`` (``200 ok``); one request per connection.
+    """Answers ``GET /metrics``, ``GET /health`` (``200 ok``) and the probes ``GET /livez`` and
+    ``GET /readyz`` (``ready()``: 200, else 503); one request per connection. Served by the
+    Python loop (or the supervisor's): ``--health-port`` has probes that never wait for it.
 
     The supervisor's endpoint (``supervisor_metrics``) overrides ``metrics_body`` and ``health``.
     """
@@ -429,11 +431,13 @@ class MetricsServer:
         sock: socket.socket,
         open_connections: Callable[[], int] = lambda: 0,
         server_counts: Callable[[], dict[str, Any] | None] = lambda: None,
+        ready: Callable[[], bool] = lambda: True,
     ) -> None:
         self.metrics = metrics
         self.sock = sock
         self.open_connections = open_connections
         self.server_counts = server_counts
+        self.ready = ready
         self._server: asyncio.AbstractServer | None = None
 
     @property
@@ -471,13 +475,19 @@ class MetricsServer:
         if len(parts) != 3 or not parts[2].startswith(b"HTTP/"):
             return 400, "text/plain", b"bad request\n", True
         method, path = parts[0], parts[1].split(b"?", 1)[0]
-        if path not in (b"/metrics", b"/health"):
+        if path not in (b"/metrics", b"/health", b"/livez", b"/readyz"):
             return 404, "text/plain", b"not found\n", method != b"HEAD"
         if method not in (b"GET", b"HEAD"):
             return 405, "text/plain", b"method not allowed\n", True
         if path == b"/health":
             status, body = self.health()
             return status, "text/plain", body, method == b"GET"
+        if path == b"/livez":
+            return 200, "text/plain", b"ok\n", method == b"GET"
+        if path == b"/readyz":
+            if self.ready():
+                return 200, "text/plain", b"ready\n", method == b"GET"
+            return 503, "text/plain", b"not ready\n", method == b"GET"
         return 200, CONTENT_TYPE, await self.metrics_body(), method == b"GET"
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:

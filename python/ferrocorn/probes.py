@@ -12,7 +12,8 @@ so they answer while the app blocks the Python loop.
 One process: the server (server.py) owns the probes. With a supervisor (``--workers N``,
 ``--reload``), the supervisor serves them (supervisor.py): ready while at least one worker has
 reported ``ready`` and is not being stopped, and not once the supervisor stops; workers bind no
-probe port. The metrics endpoint (``--metrics``) stays where it is, on its own port.
+probe port. The metrics endpoint (``--metrics``) stays where it is, on its own port, and
+answers the same two paths from the loop that serves it (metrics.py).
 """
 
 from __future__ import annotations

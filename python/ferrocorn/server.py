@@ -254,7 +254,11 @@ class Server:
         """Bind the endpoint (overridden by worker.WorkerServer: the supervisor serves it)."""
         sock = open_metrics_socket(self.config.metrics_host, self.config.metrics_port)
         self._metrics_server = MetricsServer(
-            self.metrics, sock, self._connections, self._server_counts
+            self.metrics,
+            sock,
+            self._connections,
+            self._server_counts,
+            ready=lambda: self.started and not self.should_exit,
         )
 
     async def _stop_metrics(self) -> None:

@@ -312,10 +312,11 @@ class Supervisor:
     def _update_probes(self) -> None:
         """/readyz: ready while one worker serves and is not being stopped, and never once
         the supervisor stops (the workers are told in the same loop step)."""
+        ready = not self._stopping and any(w.ready and not w.retiring for w in self.workers)
         if self._probes is not None:
-            self._probes.set_ready(
-                not self._stopping and any(w.ready and not w.retiring for w in self.workers)
-            )
+            self._probes.set_ready(ready)
+        if self._metrics is not None:
+            self._metrics.ready = ready  # /readyz on the metrics port too
 
     def _timeout(self) -> float:
         """Seconds until the next timed step (the loop also wakes on signals and pipes)."""

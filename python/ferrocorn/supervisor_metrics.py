@@ -123,6 +123,9 @@ class SupervisorMetrics:
         self._restarts = dict.fromkeys(RESTART_REASONS, 0)
         self._next_tag = 0
         self._retiring: set[asyncio.Task[None]] = set()  # strong references to _retire tasks
+        # /readyz: set by the supervisor's loop (its own view of the workers, as for
+        # --health-port); one bool, read by the endpoint's thread.
+        self.ready = False
 
     @property
     def address(self) -> tuple[Any, ...]:
@@ -364,7 +367,7 @@ class _Endpoint(MetricsServer):
     """``MetricsServer``'s HTTP handling with the supervisor's body and health."""
 
     def __init__(self, metrics: SupervisorMetrics, sock: socket.socket) -> None:
-        super().__init__(None, sock)
+        super().__init__(None, sock, ready=lambda: metrics.ready)
         self.source = metrics
 
     async def metrics_body(self) -> bytes:
