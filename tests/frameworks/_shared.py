@@ -14,6 +14,8 @@ Every app in this package serves the same routes:
                               handler records how it learnt that in marker file disconnect-<id>
   GET  /background?id=        (frameworks with background tasks) answers at once; the task
                               waits for the test's go-<id> file, then writes bg-<id>
+  GET  /file/<name>           the file FW_FILE_DIR/<name> through the framework's own file
+                              response (404 for a name outside FILE_NAMES)
   WS   /ws?id=                (frameworks with ASGI WebSockets: not Django) echoes every text
                               and bytes message as the same type; when the client closes, the
                               handler records how it saw that in marker file ws-<id>:
@@ -36,6 +38,16 @@ DISCONNECT_CHUNKS = 600  # x 0.05 s: the stream would last 30 s if nobody notice
 DISCONNECT_INTERVAL = 0.05
 BACKGROUND_WAIT = 20.0
 WS_TEXT_MESSAGES = 3  # the WebSocket test sends this many text messages, then one bytes message
+
+
+FILE_NAMES = ("small.txt", "big.bin", "empty.bin")
+
+
+def file_path(name):
+    """The served file's path, or None for a name the test did not make."""
+    if name not in FILE_NAMES:
+        return None
+    return os.path.join(os.environ["FW_FILE_DIR"], name)
 
 
 def json_doc(framework):

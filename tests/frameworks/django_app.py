@@ -22,7 +22,12 @@ settings.configure(
 django.setup()
 
 from django.core.asgi import get_asgi_application  # noqa: E402
-from django.http import HttpResponse, JsonResponse, StreamingHttpResponse  # noqa: E402
+from django.http import (  # noqa: E402
+    FileResponse,
+    HttpResponse,
+    JsonResponse,
+    StreamingHttpResponse,
+)
 from django.urls import path  # noqa: E402
 
 from tests.frameworks import _shared  # noqa: E402
@@ -94,7 +99,16 @@ async def collect(request):
     return HttpResponse("collected", content_type="text/plain")
 
 
+async def file(request, name):
+    path_ = _shared.file_path(name)
+    if path_ is None:
+        return HttpResponse("no such file", status=404, content_type="text/plain")
+    # Django streams the open file (FileResponse's block iterator, in a thread).
+    return FileResponse(open(path_, "rb"), content_type="application/octet-stream")
+
+
 urlpatterns = [
+    path("file/<str:name>", file),
     path("gc", collect),
     path("plain", plain),
     path("json", json_route),

@@ -1,6 +1,7 @@
 """Falcon (ASGI) app for the framework matrix (routes: see _shared.py)."""
 
 import hashlib
+import os
 
 import falcon
 import falcon.asgi
@@ -18,6 +19,28 @@ class Lifespan:
 
     async def process_shutdown(self, scope, event):
         _shared.record_shutdown(NAME)
+
+
+class File:
+    async def on_get(self, req, resp, name):
+        path = _shared.file_path(name)
+        if path is None:
+            raise falcon.HTTPNotFound()
+        resp.content_type = "application/octet-stream"
+        # Falcon's ASGI streams are async file-likes (aiofiles' idiom): reads in a thread.
+        resp.stream = _AsyncFile(open(path, "rb"))
+        resp.content_length = os.path.getsize(path)
+
+
+class _AsyncFile:
+    def __init__(self, f):
+        self.f = f
+
+    async def read(self, size=-1):
+        return await _shared.anyio.to_thread.run_sync(self.f.read, size)
+
+    async def close(self):
+        self.f.close()
 
 
 class Plain:
@@ -109,6 +132,7 @@ class WsEcho:
 
 
 app = falcon.asgi.App(middleware=[Lifespan()])
+app.add_route("/file/{name}", File())
 app.add_route("/plain", Plain())
 app.add_route("/json", Json())
 app.add_route("/echo", Echo())

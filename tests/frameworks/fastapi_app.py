@@ -4,7 +4,7 @@ import contextlib
 import hashlib
 
 from fastapi import BackgroundTasks, FastAPI, Request, WebSocket
-from fastapi.responses import PlainTextResponse, Response, StreamingResponse
+from fastapi.responses import FileResponse, PlainTextResponse, Response, StreamingResponse
 
 from tests.frameworks import _shared
 from tests.frameworks.starlette_app import RecordingStreamingResponse
@@ -19,6 +19,14 @@ async def lifespan(app):
 
 
 app = FastAPI(lifespan=lifespan, docs_url=None, redoc_url=None, openapi_url=None)
+
+
+@app.get("/file/{name}")
+async def file(name: str):
+    path = _shared.file_path(name)
+    if path is None:
+        return PlainTextResponse("no such file", status_code=404)
+    return FileResponse(path, media_type="application/octet-stream")
 
 
 @app.get("/plain", response_class=PlainTextResponse)

@@ -4,7 +4,7 @@ import hashlib
 
 from litestar import Litestar, MediaType, Request, Response, WebSocket, get, post, websocket
 from litestar.background_tasks import BackgroundTask
-from litestar.response import ServerSentEvent, Stream
+from litestar.response import File, ServerSentEvent, Stream
 from litestar.response.sse import ServerSentEventMessage
 
 from tests.frameworks import _shared
@@ -97,8 +97,17 @@ async def ws_echo(socket: WebSocket, id: str) -> None:
             await socket.send_data(message["bytes"], mode="binary")
 
 
+@get("/file/{name:str}")
+async def file(name: str) -> Response:
+    path = _shared.file_path(name)
+    if path is None:
+        return Response("no such file", status_code=404, media_type=MediaType.TEXT)
+    return File(path, media_type="application/octet-stream", content_disposition_type="inline")
+
+
 app = Litestar(
     route_handlers=[
+        file,
         plain,
         json_route,
         echo,

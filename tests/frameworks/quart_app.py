@@ -2,7 +2,7 @@
 
 import hashlib
 
-from quart import Quart, Response, jsonify, make_response, request, websocket
+from quart import Quart, Response, jsonify, make_response, request, send_file, websocket
 
 from tests.frameworks import _shared
 
@@ -20,6 +20,14 @@ async def startup():
 @app.after_serving
 async def shutdown():
     _shared.record_shutdown(NAME)
+
+
+@app.route("/file/<name>")
+async def file(name):
+    path = _shared.file_path(name)
+    if path is None:
+        return Response("no such file", status=404, mimetype="text/plain")
+    return await send_file(path, mimetype="application/octet-stream")
 
 
 @app.route("/plain")

@@ -5,7 +5,13 @@ import hashlib
 
 from starlette.applications import Starlette
 from starlette.background import BackgroundTask
-from starlette.responses import JSONResponse, PlainTextResponse, Response, StreamingResponse
+from starlette.responses import (
+    FileResponse,
+    JSONResponse,
+    PlainTextResponse,
+    Response,
+    StreamingResponse,
+)
 from starlette.routing import Route, WebSocketRoute
 
 from tests.frameworks import _shared
@@ -112,8 +118,16 @@ async def lifespan(app):
     _shared.record_shutdown(NAME)
 
 
+async def file(request):
+    path = _shared.file_path(request.path_params["name"])
+    if path is None:
+        return PlainTextResponse("no such file", status_code=404)
+    return FileResponse(path, media_type="application/octet-stream")
+
+
 app = Starlette(
     routes=[
+        Route("/file/{name}", file),
         Route("/plain", plain),
         Route("/json", json_route),
         Route("/echo", echo, methods=["POST"]),
