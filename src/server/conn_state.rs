@@ -12,6 +12,7 @@ use crate::bridge::budget::ByteBudget;
 use crate::bridge::pending::ConnInfo;
 use crate::http::body_reader::BodyWatch;
 use crate::server::cork::IoSignals;
+use crate::server::http10::Http10Heads;
 use crate::server::stamp::Stamp;
 use crate::server::ServerShared;
 
@@ -25,6 +26,8 @@ pub(crate) struct ConnCtx {
     /// Whether a request has ever started on this connection (see `drive`'s drain grace).
     started: AtomicBool,
     idle_since: Stamp,
+    /// HTTP/1: which requests the write side's `HTTP/1.1` status lines are for.
+    pub(crate) http10: Http10Heads,
 }
 
 impl ConnCtx {
@@ -37,6 +40,7 @@ impl ConnCtx {
             in_flight: AtomicUsize::new(0),
             started: AtomicBool::new(false),
             idle_since: Stamp::now(),
+            http10: Http10Heads::default(),
         }
     }
 

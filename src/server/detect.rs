@@ -8,8 +8,13 @@ use std::mem::MaybeUninit;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
+use std::sync::Arc;
+
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+
+use crate::server::conn_state::ConnCtx;
+use crate::server::http10::{HeadWriter, Next};
 
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
@@ -17,10 +22,13 @@ const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// the whole first request from this buffer.
 const FIRST_READ: usize = 4096;
 
-/// An I/O stream that first yields bytes already read from it.
+/// An I/O stream that first yields bytes already read from it. On HTTP/1 connections its
+/// write side also gives HTTP/1.0 requests' responses an `HTTP/1.1` status line
+/// (`server::http10`), when the connection starts with one.
 pub(crate) struct Replay<S> {
     prefix: Bytes,
     inner: S,
+    http10: Option<Box<(Arc<ConnCtx>, HeadWriter)>>,
 }
 
 impl<S> Replay<S> {
@@ -28,12 +36,23 @@ impl<S> Replay<S> {
         Replay {
             prefix: Bytes::new(),
             inner,
+            http10: None,
         }
     }
 
     /// A stream whose first bytes, `prefix`, were already read from `inner`.
     pub(crate) fn with_prefix(inner: S, prefix: Bytes) -> Self {
-        Replay { prefix, inner }
+        Replay {
+            prefix,
+            inner,
+            http10: None,
+        }
+    }
+
+    /// HTTP/1: follow the responses for `ctx`'s HTTP/1.0 requests (`server::http10`). Boxed:
+    /// the room is taken only on HTTP/1 connections.
+    pub(crate) fn follow_http10(&mut self, ctx: Arc<ConnCtx>) {
+        self.http10 = Some(Box::new((ctx, HeadWriter::default())));
     }
 
     /// Puts bytes read from the stream back in front of what is left to replay.
@@ -89,13 +108,7 @@ pub(crate) async fn sniff<S: AsyncRead + Unpin>(
             break true;
         }
     };
-    Ok(Some((
-        Replay {
-            prefix: buf.freeze(),
-            inner: io,
-        },
-        http2,
-    )))
+    Ok(Some((Replay::with_prefix(io, buf.freeze()), http2)))
 }
 
 /// One read into a buffer on the stack, appending what came to `buf`: a connection waiting
@@ -141,7 +154,14 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Replay<S> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write(cx, buf)
+        let this = self.get_mut();
+        if let Some(follow) = this.http10.as_mut() {
+            let (ctx, writer) = &mut **follow;
+            if ctx.http10.is_active() {
+                return poll_write_followed(&mut this.inner, cx, buf, ctx, writer);
+            }
+        }
+        Pin::new(&mut this.inner).poll_write(cx, buf)
     }
 
     fn poll_write_vectored(
@@ -149,7 +169,19 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Replay<S> {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        Pin::new(&mut self.get_mut().inner).poll_write_vectored(cx, bufs)
+        let this = self.get_mut();
+        if let Some(follow) = this.http10.as_mut() {
+            let (ctx, writer) = &mut **follow;
+            if ctx.http10.is_active() {
+                // Followed: one slice at a time (a partial write hyper resumes).
+                let buf = bufs
+                    .iter()
+                    .find(|b| !b.is_empty())
+                    .map_or(&[][..], |b| &b[..]);
+                return poll_write_followed(&mut this.inner, cx, buf, ctx, writer);
+            }
+        }
+        Pin::new(&mut this.inner).poll_write_vectored(cx, bufs)
     }
 
     fn is_write_vectored(&self) -> bool {
@@ -162,6 +194,34 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Replay<S> {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+    }
+}
+
+/// A write on a connection whose HTTP/1.0 responses are followed: hyper's bytes, cut at each
+/// head's and body's end, with the version byte of each such head written as `1`.
+fn poll_write_followed<S: AsyncWrite + Unpin>(
+    inner: &mut S,
+    cx: &mut Context<'_>,
+    buf: &[u8],
+    ctx: &ConnCtx,
+    writer: &mut HeadWriter,
+) -> Poll<io::Result<usize>> {
+    if buf.is_empty() {
+        return Pin::new(inner).poll_write(cx, buf);
+    }
+    match writer.next(buf, &ctx.http10) {
+        Next::Plain(n) => {
+            let written = ready!(Pin::new(inner).poll_write(cx, &buf[..n]))?;
+            writer.wrote(&buf[..written], &ctx.http10);
+            Poll::Ready(Ok(written))
+        }
+        Next::Patch => {
+            let written = ready!(Pin::new(inner).poll_write(cx, b"1"))?;
+            if written == 1 {
+                writer.wrote(&buf[..1], &ctx.http10);
+            }
+            Poll::Ready(Ok(written))
+        }
     }
 }
 

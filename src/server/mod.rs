@@ -9,6 +9,7 @@ pub(crate) mod cork;
 pub(crate) mod detect;
 pub(crate) mod h2_guard;
 pub(crate) mod handshake;
+pub(crate) mod http10;
 pub(crate) mod idle;
 pub(crate) mod listener;
 pub(crate) mod park;

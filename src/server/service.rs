@@ -116,6 +116,9 @@ pub(crate) async fn handle_request(
 ) -> Result<Response<TrackedBody>, Infallible> {
     let shared = &conn.shared;
     let arrived = Instant::now();
+    // Before anything can answer it (a 503 included): its status line, if HTTP/1.0.
+    conn.http10
+        .request(req.version(), req.method() == Method::HEAD);
     let in_flight = match shared.admit_request(|| is_websocket_request(&shared.config, &req)) {
         Admit::Run => InFlight::new(conn.clone()),
         Admit::Refused(reason) => {
