@@ -254,10 +254,7 @@ impl HttpState {
         else {
             return true;
         };
-        let no_body = self.is_head
-            || *status == StatusCode::NO_CONTENT
-            || *status == StatusCode::NOT_MODIFIED;
-        if no_body {
+        if sends_no_body(self.is_head, *status) {
             return true;
         }
         headers.remove(CONTENT_LENGTH);
@@ -335,9 +332,7 @@ impl HttpState {
                     }
                 }
                 self.status = status.as_u16();
-                let no_body = self.is_head
-                    || status == StatusCode::NO_CONTENT
-                    || status == StatusCode::NOT_MODIFIED;
+                let no_body = sends_no_body(self.is_head, status);
                 if self.declared_length.is_none() && status != StatusCode::NO_CONTENT {
                     headers.insert(CONTENT_LENGTH, HeaderValue::from(size));
                 }
@@ -379,8 +374,7 @@ impl HttpState {
         carries_trailers: bool,
     ) -> Result<Action, Fault> {
         self.status = status.as_u16();
-        let no_body =
-            self.is_head || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED;
+        let no_body = sends_no_body(self.is_head, status);
         if let (false, Some(declared)) = (no_body, self.declared_length) {
             let sent = body.len() as u64;
             if sent > declared || (!more_body && sent != declared) {
@@ -664,6 +658,11 @@ impl HttpState {
         let fault = (!matches!(end, End::Nothing)).then_some(fault);
         (end, fault)
     }
+}
+
+/// A response that carries no body whatever the app sends: one to HEAD, a 204, a 304.
+fn sends_no_body(is_head: bool, status: StatusCode) -> bool {
+    is_head || status == StatusCode::NO_CONTENT || status == StatusCode::NOT_MODIFIED
 }
 
 #[cfg(test)]
