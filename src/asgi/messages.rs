@@ -2,12 +2,13 @@
 //! ValueError that names the offending key.
 
 use bytes::Bytes;
-use http::{HeaderMap, StatusCode};
+use http::{HeaderMap, HeaderName, HeaderValue, StatusCode};
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray, PyBytes, PyDict, PyList, PyString, PyTuple};
 use pyo3::{intern, PyTypeInfo};
 
+use crate::http::header_order::{marked_map, still_grouped};
 use crate::http::headers::{response_header_name, response_header_value, HeaderError};
 
 pub(crate) fn type_name(obj: &Bound<'_, PyAny>) -> String {
@@ -76,14 +77,19 @@ pub(crate) fn parse_response_start(
         })?;
     let headers = match message.get_item(intern!(py, "headers"))? {
         None => HeaderMap::new(),
-        Some(h) => parse_headers(&h, "headers")?,
+        Some(h) => parse_headers(&h, "headers", true)?,
     };
     Ok((status, headers))
 }
 
 /// `[[name, value], ...]` of bytes into a HeaderMap, refusing anything that could split or
-/// inject headers.
-pub(crate) fn parse_headers(headers: &Bound<'_, PyAny>, key: &str) -> PyResult<HeaderMap> {
+/// inject headers. `ordered`: the map keeps the app's order across names on HTTP/1.1 (a
+/// response head; see `http::header_order`), not wanted for trailers.
+pub(crate) fn parse_headers(
+    headers: &Bound<'_, PyAny>,
+    key: &str,
+    ordered: bool,
+) -> PyResult<HeaderMap> {
     let mut map = HeaderMap::new();
     // Lists (the common case) are walked directly; anything else iterable works too.
     if let Ok(list) = headers.downcast::<PyList>() {
@@ -91,8 +97,23 @@ pub(crate) fn parse_headers(headers: &Bound<'_, PyAny>, key: &str) -> PyResult<H
         // hyper keeps the last response's map in every idle keep-alive connection, and one
         // grown from empty has room for six (624 bytes of entries).
         map.reserve(list.len() + 2);
+        let mut grouped = true;
         for item in list.iter() {
-            add_header(&mut map, &item, key)?;
+            let (name, value) = header(&item, key)?;
+            if map.append(name, value) && grouped && ordered {
+                // A repeated name (Set-Cookie): its item is read again rather than every
+                // name cloned for this look.
+                let (name, _) = header(&item, key)?;
+                grouped = still_grouped(&map, &name, true);
+            }
+        }
+        if !grouped && ordered {
+            // Rare: interleaved names. Walked again (all valid now) for the order.
+            let pairs = list
+                .iter()
+                .map(|item| header(&item, key))
+                .collect::<PyResult<Vec<_>>>()?;
+            return Ok(marked_map(pairs));
         }
         return Ok(map);
     }
@@ -102,34 +123,40 @@ pub(crate) fn parse_headers(headers: &Bound<'_, PyAny>, key: &str) -> PyResult<H
             type_name(headers)
         ))
     })?;
+    let mut pairs = Vec::new();
     for item in iter {
-        add_header(&mut map, &item?, key)?;
+        pairs.push(header(&item?, key)?);
+    }
+    let mut grouped = true;
+    for (name, value) in &pairs {
+        let existed = map.append(name.clone(), value.clone());
+        grouped = grouped && still_grouped(&map, name, existed);
+    }
+    if !grouped && ordered {
+        return Ok(marked_map(pairs));
     }
     Ok(map)
 }
 
-fn add_header(map: &mut HeaderMap, item: &Bound<'_, PyAny>, key: &str) -> PyResult<()> {
-    {
-        let (name, value) = header_pair(item, key)?;
-        let name_bytes = header_bytes(&name, key, "name")?;
-        let value_bytes = header_bytes(&value, key, "value")?;
-        let name = response_header_name(name_bytes.as_bytes()).map_err(|_| {
-            PyValueError::new_err(format!(
-                "'{key}' has an invalid header name {:?}",
-                String::from_utf8_lossy(name_bytes.as_bytes())
-            ))
-        })?;
-        let value = response_header_value(value_bytes.as_bytes()).map_err(|e| {
-            debug_assert_eq!(e, HeaderError::InvalidValue);
-            PyValueError::new_err(format!(
-                "'{key}' has an invalid value for header {:?} (CR, LF, NUL and control \
-                 characters are not allowed)",
-                name.as_str()
-            ))
-        })?;
-        map.append(name, value);
-    }
-    Ok(())
+fn header(item: &Bound<'_, PyAny>, key: &str) -> PyResult<(HeaderName, HeaderValue)> {
+    let (name, value) = header_pair(item, key)?;
+    let name_bytes = header_bytes(&name, key, "name")?;
+    let value_bytes = header_bytes(&value, key, "value")?;
+    let name = response_header_name(name_bytes.as_bytes()).map_err(|_| {
+        PyValueError::new_err(format!(
+            "'{key}' has an invalid header name {:?}",
+            String::from_utf8_lossy(name_bytes.as_bytes())
+        ))
+    })?;
+    let value = response_header_value(value_bytes.as_bytes()).map_err(|e| {
+        debug_assert_eq!(e, HeaderError::InvalidValue);
+        PyValueError::new_err(format!(
+            "'{key}' has an invalid value for header {:?} (CR, LF, NUL and control \
+             characters are not allowed)",
+            name.as_str()
+        ))
+    })?;
+    Ok((name, value))
 }
 
 type Pair<'py> = (Bound<'py, PyAny>, Bound<'py, PyAny>);
@@ -285,7 +312,7 @@ pub(crate) fn parse_response_trailers(message: &Bound<'_, PyDict>) -> PyResult<(
     let py = message.py();
     let headers = match message.get_item(intern!(py, "headers"))? {
         None => HeaderMap::new(),
-        Some(h) => parse_headers(&h, "headers")?,
+        Some(h) => parse_headers(&h, "headers", false)?,
     };
     // parse_headers already refuses pseudo-headers (':' is not a token character).
     if let Some(name) = headers

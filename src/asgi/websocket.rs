@@ -361,7 +361,7 @@ impl WebSocketProtocol {
     ) -> PyResult<Py<PyAny>> {
         let subprotocol = subprotocol(message)?;
         let headers = match message.get_item(intern!(py, "headers"))? {
-            Some(h) if !h.is_none() => parse_headers(&h, "headers")?,
+            Some(h) if !h.is_none() => parse_headers(&h, "headers", true)?,
             _ => HeaderMap::new(),
         };
         let tx = st.accept().map_err(fault_error)?;

@@ -5,6 +5,7 @@
 pub(crate) mod body_reader;
 pub(crate) mod h1_request;
 pub(crate) mod h2_flood;
+pub(crate) mod header_order;
 pub(crate) mod headers;
 pub(crate) mod probes;
 pub(crate) mod responses;

@@ -13,6 +13,7 @@ use crate::bridge::pending::ConnInfo;
 use crate::http::body_reader::BodyWatch;
 use crate::server::cork::IoSignals;
 use crate::server::http10::Http10Heads;
+use crate::server::reorder::ReorderedHeads;
 use crate::server::stamp::Stamp;
 use crate::server::ServerShared;
 
@@ -28,6 +29,8 @@ pub(crate) struct ConnCtx {
     idle_since: Stamp,
     /// HTTP/1: which requests the write side's `HTTP/1.1` status lines are for.
     pub(crate) http10: Http10Heads,
+    /// HTTP/1: marked response heads the write side is to put in the app's order.
+    pub(crate) reordered: ReorderedHeads,
 }
 
 impl ConnCtx {
@@ -41,6 +44,7 @@ impl ConnCtx {
             started: AtomicBool::new(false),
             idle_since: Stamp::now(),
             http10: Http10Heads::default(),
+            reordered: ReorderedHeads::default(),
         }
     }
 

@@ -205,7 +205,7 @@ pub(crate) async fn serve_connection<S>(
     // See `server::park`: not over TLS.
     let park_after = (!tls).then_some(PARK_AFTER);
     let mut io = io;
-    io.follow_http10(ctx.clone());
+    io.follow_http1(ctx.clone());
     loop {
         // Boxed per request: hyper keeps room for the service future in every connection for
         // its whole life, so an unboxed ~2 KiB future would sit in each idle keep-alive

@@ -15,6 +15,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
 use crate::server::conn_state::ConnCtx;
 use crate::server::http10::{HeadWriter, Next};
+use crate::server::reorder::{OrderWriter, Step};
 
 const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 
@@ -23,12 +24,20 @@ const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 const FIRST_READ: usize = 4096;
 
 /// An I/O stream that first yields bytes already read from it. On HTTP/1 connections its
-/// write side also gives HTTP/1.0 requests' responses an `HTTP/1.1` status line
+/// write side also puts marked response heads in the app's header order
+/// (`server::reorder`) and gives HTTP/1.0 requests' responses an `HTTP/1.1` status line
 /// (`server::http10`), when the connection starts with one.
 pub(crate) struct Replay<S> {
     prefix: Bytes,
     inner: S,
-    http10: Option<Box<(Arc<ConnCtx>, HeadWriter)>>,
+    follow: Option<Box<Follow>>,
+}
+
+/// The HTTP/1 write side's state: what the service announces, and the two rewriters.
+struct Follow {
+    ctx: Arc<ConnCtx>,
+    http10: HeadWriter,
+    order: OrderWriter,
 }
 
 impl<S> Replay<S> {
@@ -36,7 +45,7 @@ impl<S> Replay<S> {
         Replay {
             prefix: Bytes::new(),
             inner,
-            http10: None,
+            follow: None,
         }
     }
 
@@ -45,14 +54,19 @@ impl<S> Replay<S> {
         Replay {
             prefix,
             inner,
-            http10: None,
+            follow: None,
         }
     }
 
-    /// HTTP/1: follow the responses for `ctx`'s HTTP/1.0 requests (`server::http10`). Boxed:
-    /// the room is taken only on HTTP/1 connections.
-    pub(crate) fn follow_http10(&mut self, ctx: Arc<ConnCtx>) {
-        self.http10 = Some(Box::new((ctx, HeadWriter::default())));
+    /// HTTP/1: follow the responses `ctx`'s service announces: HTTP/1.0 requests'
+    /// (`server::http10`) and marked heads (`server::reorder`). Boxed: the room is taken
+    /// only on HTTP/1 connections.
+    pub(crate) fn follow_http1(&mut self, ctx: Arc<ConnCtx>) {
+        self.follow = Some(Box::new(Follow {
+            ctx,
+            http10: HeadWriter::default(),
+            order: OrderWriter::default(),
+        }));
     }
 
     /// Puts bytes read from the stream back in front of what is left to replay.
@@ -155,10 +169,9 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Replay<S> {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        if let Some(follow) = this.http10.as_mut() {
-            let (ctx, writer) = &mut **follow;
-            if ctx.http10.is_active() {
-                return poll_write_followed(&mut this.inner, cx, buf, ctx, writer);
+        if let Some(follow) = this.follow.as_mut() {
+            if follow.is_rewriting() {
+                return follow.poll_write(&mut this.inner, cx, buf);
             }
         }
         Pin::new(&mut this.inner).poll_write(cx, buf)
@@ -170,15 +183,14 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Replay<S> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        if let Some(follow) = this.http10.as_mut() {
-            let (ctx, writer) = &mut **follow;
-            if ctx.http10.is_active() {
+        if let Some(follow) = this.follow.as_mut() {
+            if follow.is_rewriting() {
                 // Followed: one slice at a time (a partial write hyper resumes).
                 let buf = bufs
                     .iter()
                     .find(|b| !b.is_empty())
                     .map_or(&[][..], |b| &b[..]);
-                return poll_write_followed(&mut this.inner, cx, buf, ctx, writer);
+                return follow.poll_write(&mut this.inner, cx, buf);
             }
         }
         Pin::new(&mut this.inner).poll_write_vectored(cx, bufs)
@@ -189,11 +201,82 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Replay<S> {
     }
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_flush(cx)
+        let this = self.get_mut();
+        if let Some(follow) = this.follow.as_mut() {
+            ready!(follow.poll_output(&mut this.inner, cx))?;
+        }
+        Pin::new(&mut this.inner).poll_flush(cx)
     }
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
-        Pin::new(&mut self.get_mut().inner).poll_shutdown(cx)
+        let this = self.get_mut();
+        if let Some(follow) = this.follow.as_mut() {
+            ready!(follow.poll_output(&mut this.inner, cx))?;
+        }
+        Pin::new(&mut this.inner).poll_shutdown(cx)
+    }
+}
+
+impl Follow {
+    /// Whether hyper's bytes go through the rewriters (one or two relaxed loads per write).
+    #[inline]
+    fn is_rewriting(&self) -> bool {
+        self.ctx.reordered.is_expected() || self.order.has_output() || self.ctx.http10.is_active()
+    }
+
+    /// hyper's `buf`: a reordered head's bytes go out first; a marked head is taken in.
+    fn poll_write<S: AsyncWrite + Unpin>(
+        &mut self,
+        inner: &mut S,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        ready!(self.poll_output(inner, cx))?;
+        if buf.is_empty() || !self.ctx.reordered.is_expected() {
+            return self.poll_write_out(inner, cx, buf);
+        }
+        match self.order.step(buf, &self.ctx.reordered) {
+            Step::Plain(n) => self.poll_write_out(inner, cx, &buf[..n]),
+            Step::Taken(n) => {
+                // Taken: written as far as hyper knows. What the socket does not take now
+                // goes before anything else (and on flush).
+                if let Poll::Ready(Err(e)) = self.poll_output(inner, cx) {
+                    return Poll::Ready(Err(e));
+                }
+                Poll::Ready(Ok(n))
+            }
+        }
+    }
+
+    /// Writes the reordered head still pending; Ready when there is none left.
+    fn poll_output<S: AsyncWrite + Unpin>(
+        &mut self,
+        inner: &mut S,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<()>> {
+        while self.order.has_output() {
+            let out = std::mem::take(&mut self.order);
+            let written = self.poll_write_out(inner, cx, out.output());
+            self.order = out;
+            match ready!(written)? {
+                0 => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
+                n => self.order.sent(n),
+            }
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// Bytes in the order they go out, through the HTTP/1.0 status-line rewriter when it is on.
+    fn poll_write_out<S: AsyncWrite + Unpin>(
+        &mut self,
+        inner: &mut S,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        if self.ctx.http10.is_active() {
+            return poll_write_followed(inner, cx, buf, &self.ctx, &mut self.http10);
+        }
+        Pin::new(inner).poll_write(cx, buf)
     }
 }
 

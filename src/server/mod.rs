@@ -15,6 +15,7 @@ pub(crate) mod listener;
 pub(crate) mod park;
 pub(crate) mod probes;
 pub(crate) mod proxied;
+pub(crate) mod reorder;
 pub(crate) mod runtime;
 pub(crate) mod service;
 pub(crate) mod stamp;

@@ -23,6 +23,7 @@ use crate::bridge::wakeup::{Event, LogText};
 use crate::config::{BodyLimits, ServerConfig};
 use crate::http::body_reader::{BodyError, BodyReader};
 use crate::http::h1_request::check_head;
+use crate::http::header_order::{is_marked, strip_marker};
 use crate::http::headers::{
     add_host_from_authority, expects_continue, h2_request_is_malformed, trailers_reach_client,
 };
@@ -105,7 +106,11 @@ pub(crate) async fn handle_h2_request(
         return Err(h2::Error::from(h2::Reason::PROTOCOL_ERROR));
     }
     match handle_request(req, conn).await {
-        Ok(response) => Ok(response),
+        Ok(mut response) => {
+            // HTTP/2 keeps no order across names (HPACK's is the map's): the marker goes.
+            strip_marker(response.headers_mut());
+            Ok(response)
+        }
         Err(never) => match never {},
     }
 }
@@ -139,7 +144,12 @@ pub(crate) async fn handle_request(
             in_flight
         }
     };
+    let http1 = req.version() != Version::HTTP_2;
     let (response, body_failed) = respond(req, &conn, arrived).await;
+    if http1 && is_marked(response.headers()) {
+        // The app's header order across names: the write side puts it back (server::reorder).
+        conn.reordered.expect();
+    }
     Ok(TrackedBody::new(response, Some(in_flight), body_failed))
 }
 

@@ -6,6 +6,7 @@ use http::{HeaderMap, Version};
 use percent_encoding::percent_decode;
 
 use crate::bridge::pending::{LocalAddr, PendingRequest};
+use crate::http::header_order::marked_map;
 use crate::http::headers::{response_header_name, response_header_value};
 
 /// The `http` scope's per-request parts, NUL-separated: method, HTTP version, raw path,
@@ -86,12 +87,35 @@ pub(crate) fn unpack_headers(packed: &[u8], count: usize) -> Option<HeaderMap> {
         return packed.is_empty().then_some(map);
     }
     let mut fields = packed.split(|&b| b == 0);
+    let mut grouped = true;
     for _ in 0..count {
-        let name = response_header_name(fields.next()?).ok()?;
+        let raw_name = fields.next()?;
+        let name = response_header_name(raw_name).ok()?;
         let value = response_header_value(fields.next()?).ok()?;
-        map.append(name, value);
+        if map.append(name, value) && grouped {
+            // A repeated name: grouped only if it is the map's latest (see header_order).
+            grouped = map
+                .keys()
+                .last()
+                .is_some_and(|k| k.as_str().as_bytes().eq_ignore_ascii_case(raw_name));
+        }
     }
-    fields.next().is_none().then_some(map)
+    if fields.next().is_some() {
+        return None;
+    }
+    if !grouped {
+        // Rare: the app interleaved names; walked again (all valid now) for the order.
+        let mut fields = packed.split(|&b| b == 0);
+        let pairs = (0..count)
+            .map(|_| {
+                let name = response_header_name(fields.next()?).ok()?;
+                let value = response_header_value(fields.next()?).ok()?;
+                Some((name, value))
+            })
+            .collect::<Option<Vec<_>>>()?;
+        return Some(marked_map(pairs));
+    }
+    Some(map)
 }
 
 #[cfg(test)]
