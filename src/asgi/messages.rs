@@ -235,8 +235,7 @@ pub(crate) fn parse_zerocopysend(message: &Bound<'_, PyDict>) -> PyResult<ZeroCo
             "'http.response.zerocopysend' message is missing the required 'file' key",
         ));
     };
-    let fd = if file.is_instance_of::<pyo3::types::PyInt>() && !file.is_instance_of::<PyBool>()
-    {
+    let fd = if file.is_instance_of::<pyo3::types::PyInt>() && !file.is_instance_of::<PyBool>() {
         file.extract::<i64>().ok()
     } else if file.hasattr(intern!(py, "fileno"))? {
         let fileno = file.call_method0(intern!(py, "fileno")).map_err(|err| {
@@ -303,9 +302,10 @@ fn span_value(
             type_name(&value)
         )));
     }
-    value.extract::<u64>().map(Some).map_err(|_| {
-        PyValueError::new_err(format!("'{key}' must be an int >= 0, got {value}"))
-    })
+    value
+        .extract::<u64>()
+        .map(Some)
+        .map_err(|_| PyValueError::new_err(format!("'{key}' must be an int >= 0, got {value}")))
 }
 
 pub(crate) fn body_bytes(obj: &Bound<'_, PyAny>, key: &str) -> PyResult<Bytes> {

@@ -24,8 +24,8 @@ use crate::asgi::access::{self, version_text, CallAccess, Outcome};
 use crate::asgi::errors::log_warning;
 use crate::asgi::loop_ctx::LoopCtx;
 use crate::asgi::messages::{
-    as_dict, body_bytes, message_type, parse_pathsend, parse_zerocopysend, parse_response_body, parse_response_start,
-    parse_response_trailers, parse_trailers_flag,
+    as_dict, body_bytes, message_type, parse_pathsend, parse_response_body, parse_response_start,
+    parse_response_trailers, parse_trailers_flag, parse_zerocopysend,
 };
 use crate::asgi::response::{Action, End, Fault, HeadBody};
 use crate::asgi::waiters::{self, client_disconnected, Channel};
@@ -123,7 +123,11 @@ fn open_file(path: &std::path::Path) -> PyResult<FileSource> {
 /// against the file now: ValueError naming the key for a span past the end or a descriptor
 /// that is not a regular file (a pipe or socket has no size to frame the body with), the
 /// OSError subclass of a failed dup or fstat (a closed descriptor: EBADF).
-fn zerocopy_span(fd: std::os::fd::RawFd, offset: Option<u64>, count: Option<u64>) -> PyResult<FileSource> {
+fn zerocopy_span(
+    fd: std::os::fd::RawFd,
+    offset: Option<u64>,
+    count: Option<u64>,
+) -> PyResult<FileSource> {
     FileSource::dup_span(fd, offset, count).map_err(|err| match err {
         SpanError::NotAFile => PyValueError::new_err(format!(
             "'file' of 'http.response.zerocopysend' must be a regular file (descriptor {fd} \

@@ -286,6 +286,15 @@ impl ResponseBody {
         error_response(config, status).map(|text| ResponseBody::full(text, None))
     }
 
+    /// A file body (`http.response.pathsend`, a lone `http.response.zerocopysend`) sends
+    /// its spans as placeholders for sendfile(2): only for a response whose connection
+    /// writes them that way (server/service.rs). Other bodies are unchanged.
+    pub(crate) fn send_file_by_placeholder(&mut self) {
+        if let Kind::File(file) = &mut self.kind {
+            file.send_by_placeholder();
+        }
+    }
+
     /// Streamed (chunks arrive over time: from the app, or read from a file), as opposed to
     /// one known body.
     pub(crate) fn is_streaming(&self) -> bool {
@@ -315,7 +324,9 @@ impl Body for ResponseBody {
                 if let Some((file, last, _)) = reading {
                     match file.poll_chunk(cx) {
                         Poll::Pending => return Poll::Pending,
-                        Poll::Ready(Some(Ok(data))) => return Poll::Ready(Some(Ok(Frame::data(data)))),
+                        Poll::Ready(Some(Ok(data))) => {
+                            return Poll::Ready(Some(Ok(Frame::data(data))))
+                        }
                         Poll::Ready(Some(Err(FileFailed))) => {
                             *finished = true;
                             *reading = None;

@@ -15,7 +15,7 @@
 use std::fs::File;
 use std::future::Future;
 use std::io;
-use std::os::fd::{FromRawFd, OwnedFd, RawFd};
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::pin::Pin;
@@ -24,6 +24,8 @@ use std::task::{Context, Poll};
 
 use bytes::Bytes;
 use tokio::task::JoinHandle;
+
+use crate::bridge::file_spans;
 
 /// Bytes read per blocking-pool job.
 pub(crate) const FILE_CHUNK: usize = 256 * 1024;
@@ -50,9 +52,16 @@ pub(crate) enum SpanError {
     /// A pipe, socket, directory...: only regular files have a size to promise.
     NotAFile,
     /// `offset` lies past the end of the file (its size at the time).
-    OffsetPastEnd { offset: u64, size: u64 },
+    OffsetPastEnd {
+        offset: u64,
+        size: u64,
+    },
     /// `offset + count` lies past the end of the file.
-    CountPastEnd { offset: u64, count: u64, size: u64 },
+    CountPastEnd {
+        offset: u64,
+        count: u64,
+        size: u64,
+    },
     Io(io::Error),
 }
 
@@ -133,7 +142,6 @@ impl FileSource {
 
 /// The position a read on the descriptor would start at (shared by its duplicates).
 fn current_position(file: &File) -> io::Result<u64> {
-    use std::os::fd::AsRawFd;
     // SAFETY: lseek on a descriptor we own; it moves nothing (SEEK_CUR by 0).
     let at = unsafe { libc::lseek(file.as_raw_fd(), 0, libc::SEEK_CUR) };
     if at < 0 {
@@ -146,6 +154,9 @@ fn current_position(file: &File) -> io::Result<u64> {
 pub(crate) struct FileBody {
     source: FileSource,
     reading: Option<JoinHandle<io::Result<Vec<u8>>>>,
+    /// Spans go out as placeholders for sendfile(2) (bridge/file_spans.rs) rather than
+    /// read: set only for a response the connection's I/O writes that way.
+    by_placeholder: bool,
 }
 
 /// The file ended early or could not be read: the response is aborted.
@@ -156,7 +167,37 @@ impl FileBody {
         FileBody {
             source,
             reading: None,
+            by_placeholder: false,
         }
+    }
+
+    /// From now on, send spans as placeholders for sendfile(2) where they are long enough
+    /// (server/service.rs decides: cleartext HTTP/1.1 with a Content-Length).
+    pub(crate) fn send_by_placeholder(&mut self) {
+        self.by_placeholder = true;
+    }
+
+    /// The next span as a placeholder, with the kernel asked to read it ahead (sendfile on
+    /// a page-cache-cold file would otherwise wait for the disk on tokio's thread); None
+    /// when it is too short or no placeholder is free.
+    fn next_placeholder(&mut self) -> Option<Bytes> {
+        let want = self.source.len.min(file_spans::SPAN_BYTES as u64) as usize;
+        if want < file_spans::MIN_SPAN {
+            return None;
+        }
+        let bytes = file_spans::placeholder(&self.source.file, self.source.offset, want)?;
+        // SAFETY: advice on a descriptor the placeholder keeps open; it moves nothing.
+        unsafe {
+            libc::posix_fadvise(
+                self.source.file.as_raw_fd(),
+                self.source.offset as libc::off_t,
+                want as libc::off_t,
+                libc::POSIX_FADV_WILLNEED,
+            );
+        }
+        self.source.offset += want as u64;
+        self.source.len -= want as u64;
+        Some(bytes)
     }
 
     pub(crate) fn remaining(&self) -> u64 {
@@ -192,6 +233,11 @@ impl FileBody {
             }
             if self.source.len == 0 {
                 return Poll::Ready(None);
+            }
+            if self.by_placeholder {
+                if let Some(placeholder) = self.next_placeholder() {
+                    return Poll::Ready(Some(Ok(placeholder)));
+                }
             }
             let want = self.source.len.min(FILE_CHUNK as u64) as usize;
             let file = self.source.file.clone();
@@ -278,20 +324,25 @@ mod tests {
         file.seek(SeekFrom::Start(4000)).expect("seeks");
         let rest = FileSource::dup_span(file.as_raw_fd(), None, None).expect("to the end");
         drop(file);
-        assert_eq!(drain(FileBody::new(source)).await, Ok(data[100..400].to_vec()));
+        assert_eq!(
+            drain(FileBody::new(source)).await,
+            Ok(data[100..400].to_vec())
+        );
         assert_eq!(drain(FileBody::new(rest)).await, Ok(data[4000..].to_vec()));
         let _ = std::fs::remove_file(path);
     }
 
     #[test]
     fn spans_past_the_end_and_non_files_are_refused() {
-        use std::os::fd::AsRawFd;
         let path = temp_file(&[1u8; 10]);
         let file = File::open(&path).expect("opens");
         let fd = file.as_raw_fd();
         assert!(matches!(
             FileSource::dup_span(fd, Some(11), None),
-            Err(SpanError::OffsetPastEnd { offset: 11, size: 10 })
+            Err(SpanError::OffsetPastEnd {
+                offset: 11,
+                size: 10
+            })
         ));
         assert!(matches!(
             FileSource::dup_span(fd, Some(4), Some(7)),

@@ -16,6 +16,7 @@ pub(crate) mod park;
 pub(crate) mod probes;
 pub(crate) mod proxied;
 pub(crate) mod runtime;
+pub(crate) mod sendfile;
 pub(crate) mod service;
 pub(crate) mod stamp;
 pub(crate) mod websocket;
