@@ -920,6 +920,9 @@ mod tests {
                     .collect();
                 format!("trailers {}", fields.join(", "))
             }
+            Ok(OutChunk::File { source, last, .. }) => {
+                format!("file of {} bytes, last {last}", source.len())
+            }
             Err(TryRecvError::Empty) => "nothing yet".into(),
             Err(TryRecvError::Disconnected) => "dropped".into(),
         }
@@ -1721,6 +1724,75 @@ mod tests {
         assert_eq!(
             idle.response_file(file_of(3)).err(),
             Some(Fault::FileNotWholeBody)
+        );
+    }
+
+    #[test]
+    fn a_lone_span_is_the_whole_body_and_spans_with_more_stream() {
+        let mut st = started(false, 200, &[], false);
+        let action = st.response_zerocopy(file_of(500), false, H1).expect("sent");
+        let (_, headers, body) = head(action);
+        assert_eq!(headers.get(CONTENT_LENGTH).unwrap(), "500");
+        assert!(matches!(body, HeadBody::File(_)));
+        assert_eq!(phase(&st), "complete");
+
+        let mut st = started(false, 200, &[], false);
+        let action = st.response_zerocopy(file_of(300), true, H1).expect("sent");
+        let (_, headers, body) = head(action);
+        assert!(
+            headers.get(CONTENT_LENGTH).is_none(),
+            "chunked: the length is not known"
+        );
+        let HeadBody::Stream(mut rx) = body else {
+            panic!("expected a stream")
+        };
+        assert!(matches!(
+            rx.try_recv(),
+            Ok(OutChunk::File { last: false, .. })
+        ));
+        assert_eq!(phase(&st), "streaming");
+        assert!(!queue_body(&mut st, b"abc", true, H1));
+        let action = st.response_zerocopy(file_of(301), false, H1).expect("sent");
+        assert!(
+            queue(&mut st, action),
+            "the last span completes the response"
+        );
+        assert_eq!(st.bytes_sent, 604);
+    }
+
+    #[test]
+    fn spans_are_checked_against_the_declared_length() {
+        let mut st = started(false, 200, &[("content-length", "400")], false);
+        let _ = head(st.response_zerocopy(file_of(300), true, H1).expect("sent"));
+        assert_eq!(
+            fault(st.response_zerocopy(file_of(301), false, H1)),
+            Fault::LengthMismatch {
+                declared: 400,
+                sent: 601,
+                more_body: false
+            }
+        );
+        assert_eq!(phase(&st), "closed");
+        let mut held = started(false, 200, &[("content-length", "10")], false);
+        assert!(matches!(
+            held.response_zerocopy(file_of(311), true, H1),
+            Err(Fault::LengthMismatch { sent: 311, .. })
+        ));
+        assert_eq!(phase(&held), "held", "nothing went out: still a clean 500");
+    }
+
+    #[test]
+    fn spans_for_head_are_dropped_and_out_of_turn_spans_refused() {
+        let mut st = started(true, 200, &[], false);
+        assert!(matches!(
+            head(st.response_zerocopy(file_of(302), true, H1).expect("sent")).2,
+            HeadBody::Empty
+        ));
+        assert_eq!(phase(&st), "discarding");
+        let mut idle = exchange(false);
+        assert_eq!(
+            fault(idle.response_zerocopy(file_of(303), false, H1)),
+            Fault::ZeroCopyBeforeStart
         );
     }
 }

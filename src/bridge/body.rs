@@ -286,9 +286,14 @@ impl ResponseBody {
         error_response(config, status).map(|text| ResponseBody::full(text, None))
     }
 
-    /// A file body (`http.response.pathsend`, a lone `http.response.zerocopysend`) sends
-    /// its spans as placeholders for sendfile(2): only for a response whose connection
-    /// writes them that way (server/service.rs). Other bodies are unchanged.
+    /// A file body (`http.response.pathsend`, a lone `http.response.zerocopysend`).
+    #[inline]
+    pub(crate) fn is_file(&self) -> bool {
+        matches!(self.kind, Kind::File(_))
+    }
+
+    /// A file body sends its spans as placeholders for sendfile(2): only for a response
+    /// whose connection writes them that way (server/service.rs). Other bodies are unchanged.
     pub(crate) fn send_file_by_placeholder(&mut self) {
         if let Kind::File(file) = &mut self.kind {
             file.send_by_placeholder();

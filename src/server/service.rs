@@ -141,7 +141,10 @@ pub(crate) async fn handle_request(
     };
     let version = req.version();
     let (mut response, body_failed) = respond(req, &conn, arrived).await;
-    if version == Version::HTTP_11 && writes_by_sendfile(&conn, &response) {
+    if response.body().is_file()
+        && version == Version::HTTP_11
+        && writes_by_sendfile(&conn, &response)
+    {
         response.body_mut().send_file_by_placeholder();
     }
     Ok(TrackedBody::new(response, Some(in_flight), body_failed))
