@@ -48,6 +48,7 @@ def test_basic_keys_and_constants(client):
     for key in ("path", "raw_path", "query_string", "root_path", "headers", "client", "server"):
         assert key in scope["keys"], key
 
+
 FILE_SENDS = {"http.response.pathsend": {}, "http.response.zerocopysend": {}}
 
 

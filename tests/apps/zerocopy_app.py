@@ -94,7 +94,8 @@ async def app(scope, receive, send):
             more = i < len(parts) - 1
             kind, *args = part.split(":")
             if kind == "b":
-                await send({"type": "http.response.body", "body": args[0].encode(), "more_body": more})
+                body = args[0].encode()
+                await send({"type": "http.response.body", "body": body, "more_body": more})
                 continue
             fd = os.dup(f.fileno()) if "fd" in query else None
             message = {"type": "http.response.zerocopysend", "file": f if fd is None else fd}
