@@ -3,6 +3,7 @@ response"). hyper's HeaderMap groups a name's values; the write side puts an int
 app's order back on HTTP/1.1 (src/http/header_order.rs, src/server/reorder.rs). HTTP/2 keeps
 each name's values in order (its order across names is the encoder's)."""
 
+import os
 import socket
 import ssl
 
@@ -85,6 +86,22 @@ def test_pipelined_chunked_head_and_plain_responses_all_intact(server):
     assert grouped.body == b"grouped"
     assert head.body == b"" and small.body == b"xxxxx" and last.body == b"ordered"
     for resp in (big, head, small, last):
+        assert app_fields(resp.headers) == APP_ORDER, resp.raw_head
+        assert_no_marker(resp.raw_head)
+
+
+def test_file_bodies_pipelined_with_interleaved_heads(server, tmp_path):
+    """File bodies go out by sendfile on cleartext HTTP/1.1, next to heads being reordered."""
+    big = tmp_path / "big.bin"
+    expected = os.urandom(300_000)
+    big.write_bytes(expected)
+    file_req = request_bytes("GET", "/file?" + str(big))
+    payload = file_req + request_bytes("GET", "/") + file_req + request_bytes("GET", "/stream?70000")
+    with RawConnection(server.port) as conn:
+        conn.send(payload)
+        responses = [conn.read_response() for _ in range(4)]
+    assert [r.body for r in responses] == [expected, b"ordered", expected, b"x" * 70000]
+    for resp in responses:
         assert app_fields(resp.headers) == APP_ORDER, resp.raw_head
         assert_no_marker(resp.raw_head)
 

@@ -49,17 +49,20 @@ def test_basic_keys_and_constants(client):
         assert key in scope["keys"], key
 
 
+FILE_SENDS = {"http.response.pathsend": {}, "http.response.zerocopysend": {}}
+
+
 def test_extensions_always_present(client, server):
     """``extensions`` is in every scope, holding what works on the connection: cleartext
-    HTTP/1.1 has neither trailers (HTTP/2 only) nor TLS, only pathsend."""
+    HTTP/1.1 has neither trailers (HTTP/2 only) nor TLS, only the file sends."""
     scope = get_scope(client)
     assert "extensions" in scope["keys"]
-    assert scope["extensions"] == {"http.response.pathsend": {}}
+    assert scope["extensions"] == FILE_SENDS
     # HTTP/1.0 too.
     with RawConnection(server.port) as conn:
         conn.send(request_bytes("GET", "/scope", version="HTTP/1.0"))
         extensions = json.loads(conn.read_response().body)["extensions"]
-        assert extensions == {"http.response.pathsend": {}}
+        assert extensions == FILE_SENDS
 
 
 def test_http_version_1_0(server):

@@ -246,6 +246,95 @@ pub(crate) fn parse_pathsend(message: &Bound<'_, PyDict>) -> PyResult<std::path:
     Ok(std::path::PathBuf::from(text))
 }
 
+/// `http.response.zerocopysend` taken apart: the app's descriptor (it keeps it), the span
+/// (`offset` None: the file's current position; `count` None: to the end) and `more_body`.
+pub(crate) struct ZeroCopySend {
+    pub(crate) fd: std::os::fd::RawFd,
+    pub(crate) offset: Option<u64>,
+    pub(crate) count: Option<u64>,
+    pub(crate) more_body: bool,
+}
+
+pub(crate) fn parse_zerocopysend(message: &Bound<'_, PyDict>) -> PyResult<ZeroCopySend> {
+    let py = message.py();
+    let Some(file) = message.get_item(intern!(py, "file"))? else {
+        return Err(PyValueError::new_err(
+            "'http.response.zerocopysend' message is missing the required 'file' key",
+        ));
+    };
+    let fd = if file.is_instance_of::<pyo3::types::PyInt>() && !file.is_instance_of::<PyBool>() {
+        file.extract::<i64>().ok()
+    } else if file.hasattr(intern!(py, "fileno"))? {
+        let fileno = file.call_method0(intern!(py, "fileno")).map_err(|err| {
+            PyValueError::new_err(format!(
+                "'file' has no usable file descriptor: fileno() raised {err}"
+            ))
+        })?;
+        Some(fileno.extract::<i64>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "'file'.fileno() must return an int, got {}",
+                type_name(&fileno)
+            ))
+        })?)
+    } else {
+        return Err(PyTypeError::new_err(format!(
+            "'file' must be an open file (with fileno()) or an int file descriptor, got {}",
+            type_name(&file)
+        )));
+    };
+    let fd = match fd.and_then(|fd| std::os::fd::RawFd::try_from(fd).ok()) {
+        Some(fd) if fd >= 0 => fd,
+        _ => {
+            return Err(PyValueError::new_err(format!(
+                "'file' must be a file descriptor >= 0, got {file}"
+            )))
+        }
+    };
+    let mut offset = span_value(message, intern!(py, "offset"), "offset")?;
+    if offset.is_none() && !file.is_instance_of::<pyo3::types::PyInt>() {
+        // A buffered file object's position is its tell(), not its descriptor's (which is
+        // ahead by what it has buffered).
+        if let Ok(at) = file.call_method0(intern!(py, "tell")) {
+            offset = at.extract::<u64>().ok();
+        }
+    }
+    let count = span_value(message, intern!(py, "count"), "count")?;
+    let more_body = match message.get_item(intern!(py, "more_body"))? {
+        None => false,
+        Some(m) => m.is_truthy()?,
+    };
+    Ok(ZeroCopySend {
+        fd,
+        offset,
+        count,
+        more_body,
+    })
+}
+
+/// `offset` / `count` of `http.response.zerocopysend`: an int >= 0, or absent (or None).
+fn span_value(
+    message: &Bound<'_, PyDict>,
+    name: &Bound<'_, PyString>,
+    key: &str,
+) -> PyResult<Option<u64>> {
+    let Some(value) = message.get_item(name)? else {
+        return Ok(None);
+    };
+    if value.is_none() {
+        return Ok(None);
+    }
+    if value.is_instance_of::<PyBool>() || !value.is_instance_of::<pyo3::types::PyInt>() {
+        return Err(PyTypeError::new_err(format!(
+            "'{key}' must be an int, got {}",
+            type_name(&value)
+        )));
+    }
+    value
+        .extract::<u64>()
+        .map(Some)
+        .map_err(|_| PyValueError::new_err(format!("'{key}' must be an int >= 0, got {value}")))
+}
+
 pub(crate) fn body_bytes(obj: &Bound<'_, PyAny>, key: &str) -> PyResult<Bytes> {
     if let Ok(b) = obj.downcast::<PyBytes>() {
         // Copied, not shared: a shared buffer would keep its `bytes` object until an I/O

@@ -25,14 +25,14 @@ use crate::asgi::errors::log_warning;
 use crate::asgi::loop_ctx::LoopCtx;
 use crate::asgi::messages::{
     as_dict, body_bytes, message_type, parse_pathsend, parse_response_body, parse_response_start,
-    parse_response_trailers, parse_trailers_flag,
+    parse_response_trailers, parse_trailers_flag, parse_zerocopysend,
 };
 use crate::asgi::response::{Action, End, Fault, HeadBody};
 use crate::asgi::waiters::{self, client_disconnected, Channel};
 use crate::bridge::body::{BodyTx, InChunk, OutChunk, ResponseBody};
 use crate::bridge::budget::RoomWaiter;
 use crate::bridge::exchange::CloseGuard;
-use crate::bridge::file_body::{FileSource, OpenError};
+use crate::bridge::file_body::{FileSource, OpenError, SpanError};
 use crate::bridge::http_state::{
     DeferredMessage, DeferredSend, HttpCloseGuard, HttpExchange, HttpState, RequestBody,
 };
@@ -115,6 +115,40 @@ fn open_file(path: &std::path::Path) -> PyResult<FileSource> {
             io.raw_os_error().unwrap_or(libc::EIO),
             format!("{io} (http.response.pathsend)"),
             path.display().to_string(),
+        )),
+    })
+}
+
+/// The span of `http.response.zerocopysend`, on a duplicate of the app's descriptor, checked
+/// against the file now: ValueError naming the key for a span past the end or a descriptor
+/// that is not a regular file (a pipe or socket has no size to frame the body with), the
+/// OSError subclass of a failed dup or fstat (a closed descriptor: EBADF).
+fn zerocopy_span(
+    fd: std::os::fd::RawFd,
+    offset: Option<u64>,
+    count: Option<u64>,
+) -> PyResult<FileSource> {
+    FileSource::dup_span(fd, offset, count).map_err(|err| match err {
+        SpanError::NotAFile => PyValueError::new_err(format!(
+            "'file' of 'http.response.zerocopysend' must be a regular file (descriptor {fd} \
+             is a pipe, socket, directory or device)"
+        )),
+        SpanError::OffsetPastEnd { offset, size } => PyValueError::new_err(format!(
+            "'offset' {offset} of 'http.response.zerocopysend' is past the end of the file \
+             ({size} bytes)"
+        )),
+        SpanError::CountPastEnd {
+            offset,
+            count,
+            size,
+        } => PyValueError::new_err(format!(
+            "'count' {count} of 'http.response.zerocopysend' goes past the end of the file: \
+             {} bytes from offset {offset} ({size} bytes)",
+            size - offset
+        )),
+        SpanError::Io(io) => PyOSError::new_err((
+            io.raw_os_error().unwrap_or(libc::EIO),
+            format!("{io} ('file' of http.response.zerocopysend)"),
         )),
     })
 }
@@ -329,6 +363,20 @@ impl HttpProtocol {
                 let (headers, more_trailers) = parse_response_trailers(message)?;
                 this.send_trailers(py, &mut st, headers, more_trailers)
             }
+            "http.response.zerocopysend" => {
+                if this.must_wait(&st) {
+                    let deferred = DeferredMessage::Message(message.clone().unbind());
+                    if let Some(waits) = this.defer(slf, &mut st, deferred, future)? {
+                        return Ok(waits);
+                    }
+                }
+                let send = parse_zerocopysend(message)?;
+                let file = zerocopy_span(send.fd, send.offset, send.count)?;
+                let action = st
+                    .response_zerocopy(file, send.more_body, this.carries_trailers())
+                    .map_err(fault_error)?;
+                this.perform(py, &mut st, action)
+            }
             "http.response.pathsend" => {
                 let path = parse_pathsend(message)?;
                 let file = open_file(&path)?;
@@ -337,8 +385,8 @@ impl HttpProtocol {
             }
             other => Err(PyValueError::new_err(format!(
                 "Unexpected ASGI message type {other:?} for an HTTP request (expected \
-                 'http.response.start', 'http.response.body', 'http.response.trailers' or \
-                 'http.response.pathsend')"
+                 'http.response.start', 'http.response.body', 'http.response.trailers', \
+                 'http.response.pathsend' or 'http.response.zerocopysend')"
             ))),
         }
     }

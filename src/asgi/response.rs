@@ -47,6 +47,11 @@ pub(crate) enum Fault {
     /// `http.response.pathsend` after body messages (it must be the whole body), or before
     /// `http.response.start`.
     FileNotWholeBody,
+    /// `http.response.zerocopysend` before `http.response.start`.
+    ZeroCopyBeforeStart,
+    /// `http.response.zerocopysend` after the last body message, while the promised
+    /// trailers are due.
+    ZeroCopyAfterBody,
     /// The client is gone, or the response is already complete (`ClientDisconnected`).
     Disconnected,
 }
@@ -97,6 +102,14 @@ impl fmt::Display for Fault {
             Fault::FileNotWholeBody => f.write_str(
                 "Unexpected ASGI message 'http.response.pathsend': it must come right after \
                  'http.response.start', as the whole body",
+            ),
+            Fault::ZeroCopyBeforeStart => f.write_str(
+                "Expected ASGI message 'http.response.start', but got \
+                 'http.response.zerocopysend'",
+            ),
+            Fault::ZeroCopyAfterBody => f.write_str(
+                "Unexpected ASGI message 'http.response.zerocopysend': the body is complete, \
+                 expected 'http.response.trailers'",
             ),
             Fault::Disconnected => {
                 f.write_str("the client disconnected or the response is already complete")
@@ -438,6 +451,7 @@ impl HttpState {
     }
 
     /// A body message after the head went out, on the stream `tx`.
+    #[inline]
     fn push_body(
         &mut self,
         tx: BodyTx,
@@ -446,6 +460,26 @@ impl HttpState {
         carries_trailers: bool,
     ) -> Result<Action, Fault> {
         let len = body.len() as u64;
+        self.push(tx, len, more_body, carries_trailers, |last| {
+            if last {
+                OutChunk::Last(body)
+            } else {
+                OutChunk::Data(body)
+            }
+        })
+    }
+
+    /// `len` more body bytes on the stream `tx`, as the chunk `chunk(last)` makes (`last`:
+    /// it ends the body).
+    #[inline]
+    fn push(
+        &mut self,
+        tx: BodyTx,
+        len: u64,
+        more_body: bool,
+        carries_trailers: bool,
+        chunk: impl FnOnce(bool) -> OutChunk,
+    ) -> Result<Action, Fault> {
         if let Some(declared) = self.declared_length {
             let total = self.bytes_sent + len;
             if total > declared || (!more_body && total != declared) {
@@ -462,17 +496,105 @@ impl HttpState {
         // With trailers to carry, the last data does not end the stream; they will.
         let hold_open = self.trailers && carries_trailers;
         let (chunk, then) = if more_body {
-            (OutChunk::Data(body), AfterPush::More)
-        } else if hold_open {
-            (OutChunk::Data(body), AfterPush::LastData { hold_open })
+            (chunk(false), AfterPush::More)
         } else {
-            (OutChunk::Last(body), AfterPush::LastData { hold_open })
+            (chunk(!hold_open), AfterPush::LastData { hold_open })
         };
         Ok(Action::Push {
             tx,
             chunk,
             queued: Queued { len, then },
         })
+    }
+
+    /// `http.response.zerocopysend` (the span checked against the file): the whole body
+    /// when it is the first body message and the last, as `http.response.pathsend`; else a
+    /// span of a streamed body, which body messages and other spans may precede or follow
+    /// (chunked on HTTP/1.1 unless the app declared a Content-Length, checked as bodies are).
+    pub(crate) fn response_zerocopy(
+        &mut self,
+        file: FileSource,
+        more_body: bool,
+        carries_trailers: bool,
+    ) -> Result<Action, Fault> {
+        let hold_open = self.trailers && carries_trailers;
+        match &self.response {
+            ResponsePhase::Streaming(tx) => {
+                let tx = tx.clone();
+                let len = file.len();
+                return self.push(tx, len, more_body, carries_trailers, |last| {
+                    OutChunk::File {
+                        source: file,
+                        last,
+                        charge: None,
+                    }
+                });
+            }
+            ResponsePhase::Held { .. } if !more_body && !hold_open => {
+                return self.response_file(file);
+            }
+            ResponsePhase::Held { status, .. } if !sends_no_body(self.is_head, *status) => {}
+            // HEAD, 204, 304, or dropped: what an empty body message does.
+            ResponsePhase::Held { .. } | ResponsePhase::Discarding => {
+                return self.response_body(Bytes::new(), more_body, carries_trailers);
+            }
+            ResponsePhase::Idle(_) => return Err(Fault::ZeroCopyBeforeStart),
+            ResponsePhase::Trailers { .. } => return Err(Fault::ZeroCopyAfterBody),
+            ResponsePhase::Complete | ResponsePhase::Closed => return Err(Fault::Disconnected),
+        }
+        // The first body message, with more to come: the head goes out with a stream that
+        // starts with this span.
+        let len = file.len();
+        if let Some(declared) = self.declared_length {
+            if len > declared || (!more_body && len != declared) {
+                return Err(Fault::LengthMismatch {
+                    declared,
+                    sent: len,
+                    more_body,
+                });
+            }
+        }
+        let action = self.respond_streamed();
+        let ResponsePhase::Streaming(tx) = &self.response else {
+            return action;
+        };
+        let tx = tx.clone();
+        // The receiver is in `action`: this cannot fail.
+        let _ = tx.send(OutChunk::File {
+            source: file,
+            last: !more_body && !hold_open,
+            charge: None,
+        });
+        self.bytes_sent += len;
+        if !more_body {
+            self.response = self.after_last_body(hold_open.then_some(tx));
+        }
+        action
+    }
+
+    /// The held head goes to hyper with an empty body stream, the phase `Streaming`.
+    fn respond_streamed(&mut self) -> Result<Action, Fault> {
+        match std::mem::replace(&mut self.response, ResponsePhase::Closed) {
+            ResponsePhase::Held {
+                tx,
+                status,
+                headers,
+            } => {
+                self.status = status.as_u16();
+                let (otx, orx) = self.body_channel();
+                self.response = ResponsePhase::Streaming(otx);
+                Ok(Action::Respond {
+                    tx,
+                    status,
+                    headers,
+                    body: HeadBody::Stream(orx),
+                })
+            }
+            other => {
+                self.response = other;
+                Err(Fault::Disconnected)
+            }
+        }
     }
 
     /// The stream took a pushed chunk (`tx` is the sender it went through). True when the
@@ -797,6 +919,9 @@ mod tests {
                     .map(|(n, v)| format!("{n}: {}", v.to_str().unwrap()))
                     .collect();
                 format!("trailers {}", fields.join(", "))
+            }
+            Ok(OutChunk::File { source, last, .. }) => {
+                format!("file of {} bytes, last {last}", source.len())
             }
             Err(TryRecvError::Empty) => "nothing yet".into(),
             Err(TryRecvError::Disconnected) => "dropped".into(),
@@ -1599,6 +1724,75 @@ mod tests {
         assert_eq!(
             idle.response_file(file_of(3)).err(),
             Some(Fault::FileNotWholeBody)
+        );
+    }
+
+    #[test]
+    fn a_lone_span_is_the_whole_body_and_spans_with_more_stream() {
+        let mut st = started(false, 200, &[], false);
+        let action = st.response_zerocopy(file_of(500), false, H1).expect("sent");
+        let (_, headers, body) = head(action);
+        assert_eq!(headers.get(CONTENT_LENGTH).unwrap(), "500");
+        assert!(matches!(body, HeadBody::File(_)));
+        assert_eq!(phase(&st), "complete");
+
+        let mut st = started(false, 200, &[], false);
+        let action = st.response_zerocopy(file_of(300), true, H1).expect("sent");
+        let (_, headers, body) = head(action);
+        assert!(
+            headers.get(CONTENT_LENGTH).is_none(),
+            "chunked: the length is not known"
+        );
+        let HeadBody::Stream(mut rx) = body else {
+            panic!("expected a stream")
+        };
+        assert!(matches!(
+            rx.try_recv(),
+            Ok(OutChunk::File { last: false, .. })
+        ));
+        assert_eq!(phase(&st), "streaming");
+        assert!(!queue_body(&mut st, b"abc", true, H1));
+        let action = st.response_zerocopy(file_of(301), false, H1).expect("sent");
+        assert!(
+            queue(&mut st, action),
+            "the last span completes the response"
+        );
+        assert_eq!(st.bytes_sent, 604);
+    }
+
+    #[test]
+    fn spans_are_checked_against_the_declared_length() {
+        let mut st = started(false, 200, &[("content-length", "400")], false);
+        let _ = head(st.response_zerocopy(file_of(300), true, H1).expect("sent"));
+        assert_eq!(
+            fault(st.response_zerocopy(file_of(301), false, H1)),
+            Fault::LengthMismatch {
+                declared: 400,
+                sent: 601,
+                more_body: false
+            }
+        );
+        assert_eq!(phase(&st), "closed");
+        let mut held = started(false, 200, &[("content-length", "10")], false);
+        assert!(matches!(
+            held.response_zerocopy(file_of(311), true, H1),
+            Err(Fault::LengthMismatch { sent: 311, .. })
+        ));
+        assert_eq!(phase(&held), "held", "nothing went out: still a clean 500");
+    }
+
+    #[test]
+    fn spans_for_head_are_dropped_and_out_of_turn_spans_refused() {
+        let mut st = started(true, 200, &[], false);
+        assert!(matches!(
+            head(st.response_zerocopy(file_of(302), true, H1).expect("sent")).2,
+            HeadBody::Empty
+        ));
+        assert_eq!(phase(&st), "discarding");
+        let mut idle = exchange(false);
+        assert_eq!(
+            fault(idle.response_zerocopy(file_of(303), false, H1)),
+            Fault::ZeroCopyBeforeStart
         );
     }
 }

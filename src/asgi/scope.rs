@@ -116,6 +116,7 @@ impl ScopeFactory {
         // and HTTP/1.1 when the request says `TE: trailers` (hyper drops them otherwise).
         let extensions = PyDict::new(py);
         extensions.set_item(intern!(py, "http.response.pathsend"), PyDict::new(py))?;
+        extensions.set_item(intern!(py, "http.response.zerocopysend"), PyDict::new(py))?;
         if req.trailers {
             extensions.set_item(intern!(py, "http.response.trailers"), PyDict::new(py))?;
         }

@@ -9,9 +9,9 @@ use http::{HeaderMap, StatusCode};
 use http_body::{Body, Frame, SizeHint};
 use tokio::sync::mpsc::{self, error::TryRecvError};
 
-use crate::bridge::budget::Budgets;
+use crate::bridge::budget::{Budgets, Charge, CHUNK_OVERHEAD};
 use crate::bridge::exchange::CloseGuard;
-use crate::bridge::file_body::{FileBody, FileSource};
+use crate::bridge::file_body::{FileBody, FileFailed, FileSource, FILE_CHUNK};
 use crate::bridge::http_state::HttpState;
 use crate::config::ServerConfig;
 use crate::http::body_reader::BodyError;
@@ -155,7 +155,19 @@ pub(crate) enum OutChunk {
     /// Response trailers (HTTP/2 only): they end the body, so a body promised trailers sends
     /// its last data as `Data` and then this.
     Trailers(HeaderMap),
+    /// A span of a file (`http.response.zerocopysend` with more to come, or after body
+    /// messages), read as hyper asks; `last` ends the body after it. `charge` (set by
+    /// `BodyTx::send`) stands for the read it will hold, so queued spans (each an open
+    /// descriptor) are bounded by the budgets like data.
+    File {
+        source: FileSource,
+        last: bool,
+        charge: Option<Charge>,
+    },
 }
+
+/// What a queued file span costs the budgets: the chunk it will read at a time.
+const FILE_SPAN_COST: usize = FILE_CHUNK + CHUNK_OVERHEAD;
 
 /// The sending half of a streamed response body. The queue has no bound in chunks: every
 /// data chunk is charged to the response's byte budgets instead (bridge/budget.rs), and
@@ -184,6 +196,11 @@ impl BodyTx {
             OutChunk::Data(data) => OutChunk::Data(self.budgets.charge(data)),
             OutChunk::Last(data) => OutChunk::Last(self.budgets.charge(data)),
             trailers @ OutChunk::Trailers(_) => trailers,
+            OutChunk::File { source, last, .. } => OutChunk::File {
+                source,
+                last,
+                charge: Some(self.budgets.charge_span(FILE_SPAN_COST)),
+            },
         };
         self.tx.send(chunk).map_err(|_| BodyClosed)
     }
@@ -199,6 +216,8 @@ enum Kind {
     Stream {
         rx: BodyRx,
         finished: bool,
+        /// The file span being sent, whether it ends the body, and its charge.
+        reading: Option<(FileBody, bool, Option<Charge>)>,
     },
     /// `http.response.pathsend`: read as hyper asks (bridge/file_body.rs).
     File(FileBody),
@@ -253,6 +272,7 @@ impl ResponseBody {
             kind: Kind::Stream {
                 rx,
                 finished: false,
+                reading: None,
             },
             _guard: guard,
         }
@@ -264,6 +284,20 @@ impl ResponseBody {
     /// watching it.
     pub(crate) fn error(config: &ServerConfig, status: StatusCode) -> http::Response<Self> {
         error_response(config, status).map(|text| ResponseBody::full(text, None))
+    }
+
+    /// A file body (`http.response.pathsend`, a lone `http.response.zerocopysend`).
+    #[inline]
+    pub(crate) fn is_file(&self) -> bool {
+        matches!(self.kind, Kind::File(_))
+    }
+
+    /// A file body sends its spans as placeholders for sendfile(2): only for a response
+    /// whose connection writes them that way (server/service.rs). Other bodies are unchanged.
+    pub(crate) fn send_file_by_placeholder(&mut self) {
+        if let Kind::File(file) = &mut self.kind {
+            file.send_by_placeholder();
+        }
     }
 
     /// Streamed (chunks arrive over time: from the app, or read from a file), as opposed to
@@ -284,9 +318,31 @@ impl Body for ResponseBody {
         match &mut self.kind {
             Kind::Empty => Poll::Ready(None),
             Kind::Full(data) => Poll::Ready(data.take().map(|d| Ok(Frame::data(d)))),
-            Kind::Stream { rx, finished } => loop {
+            Kind::Stream {
+                rx,
+                finished,
+                reading,
+            } => loop {
                 if *finished {
                     return Poll::Ready(None);
+                }
+                if let Some((file, last, _)) = reading {
+                    match file.poll_chunk(cx) {
+                        Poll::Pending => return Poll::Pending,
+                        Poll::Ready(Some(Ok(data))) => {
+                            return Poll::Ready(Some(Ok(Frame::data(data))))
+                        }
+                        Poll::Ready(Some(Err(FileFailed))) => {
+                            *finished = true;
+                            *reading = None;
+                            return Poll::Ready(Some(Err(BodyAborted)));
+                        }
+                        Poll::Ready(None) => {
+                            *finished = *last;
+                            *reading = None;
+                            continue;
+                        }
+                    }
                 }
                 return match rx.poll_recv(cx) {
                     Poll::Ready(Some(OutChunk::Data(data))) => {
@@ -305,6 +361,14 @@ impl Body for ResponseBody {
                     Poll::Ready(Some(OutChunk::Trailers(map))) => {
                         *finished = true;
                         Poll::Ready(Some(Ok(Frame::trailers(map))))
+                    }
+                    Poll::Ready(Some(OutChunk::File {
+                        source,
+                        last,
+                        charge,
+                    })) => {
+                        *reading = Some((FileBody::new(source), last, charge));
+                        continue;
                     }
                     Poll::Ready(None) => {
                         *finished = true;

@@ -143,6 +143,25 @@ impl Budgets {
     }
 }
 
+/// A charge with no bytes of its own: a file span queued on a response stream, whose reads
+/// it stands for until the span is sent (bridge/body.rs `OutChunk::File`).
+pub(crate) struct Charge(#[allow(dead_code)] Charged);
+
+impl Budgets {
+    /// `cost` charged to these budgets until the returned `Charge` is dropped.
+    pub(crate) fn charge_span(&self, cost: usize) -> Charge {
+        self.response.charge(cost);
+        if let Some(connection) = &self.connection {
+            connection.charge(cost);
+        }
+        Charge(Charged {
+            data: Bytes::new(),
+            cost,
+            budgets: self.clone(),
+        })
+    }
+}
+
 /// A chunk's bytes and the charge they carry, released when the last `Bytes` pointing into
 /// them is dropped (wherever that happens: loop thread, tokio, hyper, h2).
 struct Charged {

@@ -7,10 +7,15 @@
 //! client slows the reading. The loop thread never reads it. A file that ends before the
 //! size it had when opened (it shrank) aborts the response: the client never takes a
 //! short body for a whole one.
+//!
+//! `http.response.zerocopysend` hands a descriptor instead of a path: the core sends a
+//! duplicate of it (`FileSource::dup_span`), so the app may close its own as soon as
+//! `send()` returns, and the duplicate closes when the body is dropped.
 
 use std::fs::File;
 use std::future::Future;
 use std::io;
+use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::Path;
 use std::pin::Pin;
@@ -20,8 +25,10 @@ use std::task::{Context, Poll};
 use bytes::Bytes;
 use tokio::task::JoinHandle;
 
+use crate::bridge::file_spans;
+
 /// Bytes read per blocking-pool job.
-const FILE_CHUNK: usize = 256 * 1024;
+pub(crate) const FILE_CHUNK: usize = 256 * 1024;
 
 /// An open file and the part of it to send.
 pub(crate) struct FileSource {
@@ -38,7 +45,73 @@ pub(crate) enum OpenError {
     Io(io::Error),
 }
 
+/// Why a descriptor's span cannot be sent (`http.response.zerocopysend`; `send()` raises,
+/// naming the key).
+#[derive(Debug)]
+pub(crate) enum SpanError {
+    /// A pipe, socket, directory...: only regular files have a size to promise.
+    NotAFile,
+    /// `offset` lies past the end of the file (its size at the time).
+    OffsetPastEnd {
+        offset: u64,
+        size: u64,
+    },
+    /// `offset + count` lies past the end of the file.
+    CountPastEnd {
+        offset: u64,
+        count: u64,
+        size: u64,
+    },
+    Io(io::Error),
+}
+
 impl FileSource {
+    /// A span of the open file `fd` (the app's; it keeps it): `count` bytes from `offset`
+    /// (None: the descriptor's current position), or to the end when `count` is None. The
+    /// descriptor is duplicated (close-on-exec) and the span checked against the file's
+    /// size now, so `send()` fails before anything goes out.
+    pub(crate) fn dup_span(
+        fd: RawFd,
+        offset: Option<u64>,
+        count: Option<u64>,
+    ) -> Result<Self, SpanError> {
+        // SAFETY: fcntl on any integer is sound; it fails with EBADF when fd is not open.
+        let dup = unsafe { libc::fcntl(fd, libc::F_DUPFD_CLOEXEC, 0) };
+        if dup < 0 {
+            return Err(SpanError::Io(io::Error::last_os_error()));
+        }
+        // SAFETY: `dup` is a new descriptor that nothing else owns.
+        let file = File::from(unsafe { OwnedFd::from_raw_fd(dup) });
+        let meta = file.metadata().map_err(SpanError::Io)?;
+        if !meta.is_file() {
+            return Err(SpanError::NotAFile);
+        }
+        let size = meta.len();
+        let offset = match offset {
+            Some(offset) => offset,
+            None => current_position(&file).map_err(SpanError::Io)?,
+        };
+        if offset > size {
+            return Err(SpanError::OffsetPastEnd { offset, size });
+        }
+        let len = match count {
+            None => size - offset,
+            Some(count) if count > size - offset => {
+                return Err(SpanError::CountPastEnd {
+                    offset,
+                    count,
+                    size,
+                })
+            }
+            Some(count) => count,
+        };
+        Ok(FileSource {
+            file: Arc::new(file),
+            offset,
+            len,
+        })
+    }
+
     /// Opens `path` (absolute; a regular file) for the whole of it. Non-blocking open: a
     /// FIFO would otherwise block the loop thread until a writer appeared.
     pub(crate) fn open(path: &Path) -> Result<Self, OpenError> {
@@ -67,10 +140,23 @@ impl FileSource {
     }
 }
 
+/// The position a read on the descriptor would start at (shared by its duplicates).
+fn current_position(file: &File) -> io::Result<u64> {
+    // SAFETY: lseek on a descriptor we own; it moves nothing (SEEK_CUR by 0).
+    let at = unsafe { libc::lseek(file.as_raw_fd(), 0, libc::SEEK_CUR) };
+    if at < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(at as u64)
+}
+
 /// The file being sent: at most one read in flight.
 pub(crate) struct FileBody {
     source: FileSource,
     reading: Option<JoinHandle<io::Result<Vec<u8>>>>,
+    /// Spans go out as placeholders for sendfile(2) (bridge/file_spans.rs) rather than
+    /// read: set only for a response the connection's I/O writes that way.
+    by_placeholder: bool,
 }
 
 /// The file ended early or could not be read: the response is aborted.
@@ -81,7 +167,37 @@ impl FileBody {
         FileBody {
             source,
             reading: None,
+            by_placeholder: false,
         }
+    }
+
+    /// From now on, send spans as placeholders for sendfile(2) where they are long enough
+    /// (server/service.rs decides: cleartext HTTP/1.1 with a Content-Length).
+    pub(crate) fn send_by_placeholder(&mut self) {
+        self.by_placeholder = true;
+    }
+
+    /// The next span as a placeholder, with the kernel asked to read it ahead (sendfile on
+    /// a page-cache-cold file would otherwise wait for the disk on tokio's thread); None
+    /// when it is too short or no placeholder is free.
+    fn next_placeholder(&mut self) -> Option<Bytes> {
+        let want = self.source.len.min(file_spans::SPAN_BYTES as u64) as usize;
+        if want < file_spans::MIN_SPAN {
+            return None;
+        }
+        let bytes = file_spans::placeholder(&self.source.file, self.source.offset, want)?;
+        // SAFETY: advice on a descriptor the placeholder keeps open; it moves nothing.
+        unsafe {
+            libc::posix_fadvise(
+                self.source.file.as_raw_fd(),
+                self.source.offset as libc::off_t,
+                want as libc::off_t,
+                libc::POSIX_FADV_WILLNEED,
+            );
+        }
+        self.source.offset += want as u64;
+        self.source.len -= want as u64;
+        Some(bytes)
     }
 
     pub(crate) fn remaining(&self) -> u64 {
@@ -117,6 +233,11 @@ impl FileBody {
             }
             if self.source.len == 0 {
                 return Poll::Ready(None);
+            }
+            if self.by_placeholder {
+                if let Some(placeholder) = self.next_placeholder() {
+                    return Poll::Ready(Some(Ok(placeholder)));
+                }
             }
             let want = self.source.len.min(FILE_CHUNK as u64) as usize;
             let file = self.source.file.clone();
@@ -189,6 +310,55 @@ mod tests {
         let source = FileSource::open(&path).expect("opens");
         File::create(&path).expect("truncated");
         assert_eq!(drain(FileBody::new(source)).await, Err(()));
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[tokio::test]
+    async fn a_span_of_a_duplicated_descriptor_outlives_the_original() {
+        use std::io::{Seek, SeekFrom};
+        use std::os::fd::AsRawFd;
+        let data: Vec<u8> = (0..5000).map(|i| (i % 251) as u8).collect();
+        let path = temp_file(&data);
+        let mut file = File::open(&path).expect("opens");
+        let source = FileSource::dup_span(file.as_raw_fd(), Some(100), Some(300)).expect("span");
+        file.seek(SeekFrom::Start(4000)).expect("seeks");
+        let rest = FileSource::dup_span(file.as_raw_fd(), None, None).expect("to the end");
+        drop(file);
+        assert_eq!(
+            drain(FileBody::new(source)).await,
+            Ok(data[100..400].to_vec())
+        );
+        assert_eq!(drain(FileBody::new(rest)).await, Ok(data[4000..].to_vec()));
+        let _ = std::fs::remove_file(path);
+    }
+
+    #[test]
+    fn spans_past_the_end_and_non_files_are_refused() {
+        let path = temp_file(&[1u8; 10]);
+        let file = File::open(&path).expect("opens");
+        let fd = file.as_raw_fd();
+        assert!(matches!(
+            FileSource::dup_span(fd, Some(11), None),
+            Err(SpanError::OffsetPastEnd {
+                offset: 11,
+                size: 10
+            })
+        ));
+        assert!(matches!(
+            FileSource::dup_span(fd, Some(4), Some(7)),
+            Err(SpanError::CountPastEnd { count: 7, .. })
+        ));
+        assert!(matches!(FileSource::dup_span(fd, Some(10), None), Ok(s) if s.len() == 0));
+        let (r, w) = std::os::unix::net::UnixStream::pair().expect("a socket pair");
+        assert!(matches!(
+            FileSource::dup_span(r.as_raw_fd(), None, None),
+            Err(SpanError::NotAFile)
+        ));
+        drop((r, w));
+        assert!(matches!(
+            FileSource::dup_span(-1, None, None),
+            Err(SpanError::Io(err)) if err.raw_os_error() == Some(libc::EBADF)
+        ));
         let _ = std::fs::remove_file(path);
     }
 

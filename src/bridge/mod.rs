@@ -12,6 +12,7 @@ pub(crate) mod body;
 pub(crate) mod budget;
 pub(crate) mod exchange;
 pub(crate) mod file_body;
+pub(crate) mod file_spans;
 pub(crate) mod http_state;
 pub(crate) mod pending;
 pub(crate) mod relay;

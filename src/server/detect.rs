@@ -13,6 +13,7 @@ use std::sync::Arc;
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use crate::bridge::file_spans::is_placeholder;
 use crate::server::conn_state::ConnCtx;
 use crate::server::http10::{HeadWriter, Next};
 use crate::server::reorder::{OrderWriter, Step};
@@ -232,7 +233,9 @@ impl Follow {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         ready!(self.poll_output(inner, cx))?;
-        if buf.is_empty() || !self.ctx.reordered.is_expected() {
+        // A sendfile placeholder (`bridge::file_spans`) is a body, never read: its memory
+        // has no read access.
+        if buf.is_empty() || !self.ctx.reordered.is_expected() || is_placeholder(buf) {
             return self.poll_write_out(inner, cx, buf);
         }
         match self.order.step(buf, &self.ctx.reordered) {

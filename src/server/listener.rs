@@ -7,6 +7,7 @@ use tokio::net::{TcpListener, UnixListener};
 
 use crate::bridge::pending::{ConnInfo, LocalAddr};
 use crate::server::handshake::start_connection;
+use crate::server::sendfile::SendFile;
 use crate::server::{AcceptLoopGuard, Lifecycle, ServerShared};
 
 pub(crate) enum Listener {
@@ -52,7 +53,7 @@ async fn accept_one(listener: &Listener, shared: &Arc<ServerShared>) -> std::io:
             let _ = stream.set_nodelay(true);
             let local = stream.local_addr()?;
             start_connection(
-                stream,
+                SendFile::new(stream),
                 ConnInfo::new(Some(peer), LocalAddr::Tcp(local)),
                 shared,
             );

@@ -17,6 +17,7 @@ pub(crate) mod probes;
 pub(crate) mod proxied;
 pub(crate) mod reorder;
 pub(crate) mod runtime;
+pub(crate) mod sendfile;
 pub(crate) mod service;
 pub(crate) mod stamp;
 pub(crate) mod websocket;

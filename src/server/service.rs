@@ -9,7 +9,7 @@ use std::task::{Context, Poll};
 use std::time::Instant;
 
 use bytes::Bytes;
-use http::header::{RETRY_AFTER, SEC_WEBSOCKET_VERSION};
+use http::header::{CONTENT_LENGTH, RETRY_AFTER, SEC_WEBSOCKET_VERSION, TRANSFER_ENCODING};
 use http::{HeaderValue, Method, Request, Response, StatusCode, Version};
 use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
@@ -18,7 +18,7 @@ use tokio::sync::{mpsc, oneshot, Notify};
 use crate::bridge::body::{BodyAborted, InChunks, ResponseBody, REQUEST_BODY_QUEUE};
 use crate::bridge::exchange::{CloseGuard, Exchange};
 use crate::bridge::http_state::{BufferLimits, HttpState, RequestBody};
-use crate::bridge::pending::PendingRequest;
+use crate::bridge::pending::{LocalAddr, PendingRequest};
 use crate::bridge::wakeup::{Event, LogText};
 use crate::config::{BodyLimits, ServerConfig};
 use crate::http::body_reader::{BodyError, BodyReader};
@@ -144,11 +144,17 @@ pub(crate) async fn handle_request(
             in_flight
         }
     };
-    let http1 = req.version() != Version::HTTP_2;
-    let (response, body_failed) = respond(req, &conn, arrived).await;
-    if http1 && is_marked(response.headers()) {
+    let version = req.version();
+    let (mut response, body_failed) = respond(req, &conn, arrived).await;
+    if version != Version::HTTP_2 && is_marked(response.headers()) {
         // The app's header order across names: the write side puts it back (server::reorder).
         conn.reordered.expect();
+    }
+    if response.body().is_file()
+        && version == Version::HTTP_11
+        && writes_by_sendfile(&conn, &response)
+    {
+        response.body_mut().send_file_by_placeholder();
     }
     Ok(TrackedBody::new(response, Some(in_flight), body_failed))
 }
@@ -223,6 +229,23 @@ fn warn_body_failed(conn: &ConnCtx, err: BodyError, limits: BodyLimits) {
         ),
         BodyError::Malformed => {}
     }
+}
+
+/// Whether a file body of this HTTP/1.1 response may go out as placeholders for sendfile(2)
+/// (bridge/file_spans.rs): only where each placeholder reaches `server::sendfile` uncopied.
+/// So cleartext TCP (TLS encrypts a copy; every TCP stream is wrapped in `SendFile` at the
+/// accept), HTTP/1.1 (HTTP/1.0 responses are rewritten on their way out, `server::http10`;
+/// HTTP/2 frames copy the data) and a Content-Length (hyper hands a chunked body over with
+/// its chunk framing around each frame, uncopied too, but the rule stays simple: one span
+/// of bytes, one frame). hyper writes cleartext HTTP/1.1 with vectored writes
+/// (`connection::http1_builder` turns them off only over TLS), which pass the frames on
+/// as they are; the write coalescing (`server::cork`) holds only writes of up to 64 KiB,
+/// and placeholders are longer (`file_spans::MIN_SPAN`).
+fn writes_by_sendfile(conn: &ConnCtx, response: &Response<ResponseBody>) -> bool {
+    conn.info.tls.is_none()
+        && matches!(conn.info.local, LocalAddr::Tcp(_))
+        && response.headers().contains_key(CONTENT_LENGTH)
+        && !response.headers().contains_key(TRANSFER_ENCODING)
 }
 
 type Responded = (Response<ResponseBody>, Option<oneshot::Receiver<BodyError>>);

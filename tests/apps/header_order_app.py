@@ -1,6 +1,8 @@
 """Responses whose headers interleave field names (ASGI: their order is preserved on
 HTTP/1.1). Standard library only, 3.9 syntax (runs under PyPy too)."""
 
+import os
+
 INTERLEAVED = [
     (b"set-cookie", b"a=1"),
     (b"x-mid", b"m"),
@@ -38,6 +40,11 @@ async def app(scope, receive, send):
     # Not a list: any iterable of pairs is a valid `headers`.
     headers = iter(INTERLEAVED) if path == "/iterable" else INTERLEAVED
     await send({"type": "http.response.start", "status": 200, "headers": headers})
+    if path == "/file":
+        # A file body (sendfile on cleartext HTTP/1.1) behind an interleaved head.
+        target = scope["query_string"].decode() or os.path.abspath(__file__)
+        await send({"type": "http.response.pathsend", "path": target})
+        return
     if path == "/stream":
         size = int(scope["query_string"] or b"3")
         chunk = b"x" * 65536

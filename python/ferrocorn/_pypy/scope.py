@@ -47,8 +47,8 @@ def scope_unpacker(root_path: str, state: dict | None) -> Callable[[bytearray], 
             "type": "http",
             "scheme": "http",
             "method": _METHODS.get(method) or method.decode(),
-            # Always present (the packing carries neither TLS nor HTTP/2: only pathsend).
-            "extensions": {"http.response.pathsend": {}},
+            # Always present (the packing carries neither TLS nor HTTP/2: only the file sends).
+            "extensions": {"http.response.pathsend": {}, "http.response.zerocopysend": {}},
             "asgi": _ASGI,
             "http_version": _VERSIONS.get(version) or version.decode(),
             "path": path,
