@@ -75,6 +75,7 @@ class H2Client(SocketOwner):
             self.conn.update_settings(settings)
         self.streams = {}
         self.terminated = None  # the ConnectionTerminated event once the server sent GOAWAY
+        self.settings_received = False  # whether the server's first SETTINGS arrived
         self.closed = False
         self.flush()
 
@@ -174,6 +175,8 @@ class H2Client(SocketOwner):
                 stream.reset = event.error_code
         elif isinstance(event, h2.events.ConnectionTerminated):
             self.terminated = event
+        elif isinstance(event, h2.events.RemoteSettingsChanged):
+            self.settings_received = True
 
     def wait(self, *sids, timeout=20.0):
         """Read until every stream in ``sids`` has ended or been reset."""
