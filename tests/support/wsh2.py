@@ -154,3 +154,9 @@ class H2WebSocket(WebSocketFrames):
     def close(self):
         if self.owns_client:
             self.client.close()
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
