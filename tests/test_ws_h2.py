@@ -225,6 +225,15 @@ def test_denial_response_headers(server):
         assert stream.ended and stream.reset in (None, h2.errors.ErrorCodes.NO_ERROR)
 
 
+def test_a_2xx_denial_is_answered_403(server):
+    """On HTTP/2 a 2xx answer to the CONNECT is the acceptance: a denial cannot use one."""
+    with pytest.raises(HandshakeFailed) as info:
+        H2WebSocket(server.port, "/deny_response?status=200")
+    assert info.value.status == 403
+    assert server.wait_for_output("over HTTP/2 had status 200", timeout=10)
+    assert server.wait_for_output(r'"WEBSOCKET /deny_response\?status=200 HTTP/2" 403', timeout=10)
+
+
 def test_close_before_accept_is_403(server, client):
     r = rid()
     with pytest.raises(HandshakeFailed) as info:

@@ -106,6 +106,9 @@ class H2WebSocket(WebSocketFrames):
             if self.status is not None:
                 self.client.wait(sid)
             head = repr(stream.headers).encode()
+            # A connection left open answers no PING: the server's graceful shutdown would
+            # wait for it.
+            self.close()
             raise HandshakeFailed(self.status, head, bytes(stream.data))
 
     @property
