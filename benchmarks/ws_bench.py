@@ -875,7 +875,11 @@ def transport_report(scenarios, transports):
         if len(medians) == 2:
             lines.append(
                 "| %s | **h2 / h1.1** | **%.2f×** | | | **%.2f×** |"
-                % (scenario, medians["h2"][0] / medians["h1"][0], medians["h2"][1] / medians["h1"][1])
+                % (
+                    scenario,
+                    medians["h2"][0] / medians["h1"][0],
+                    medians["h2"][1] / medians["h1"][1],
+                )
             )
     lines.append("")
     return "\n".join(lines)

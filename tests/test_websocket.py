@@ -32,6 +32,7 @@ from tests.support.helpers import (  # noqa: E402
     start_server,
     wait_report,
 )
+from tests.support.wsh2 import H2WebSocket  # noqa: E402
 from tests.support.wsraw import (  # noqa: E402
     BINARY,
     CLOSE,
@@ -43,7 +44,6 @@ from tests.support.wsraw import (  # noqa: E402
     RawWebSocket,
     encode_frame,
 )
-from tests.support.wsh2 import H2WebSocket  # noqa: E402
 
 APP = "tests.apps.ws_app:app"
 MiB = 1 << 20

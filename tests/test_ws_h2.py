@@ -127,7 +127,12 @@ def test_accept_with_subprotocol_and_headers(server):
         assert ws.header("sec-websocket-extensions") is None  # none was offered
         ws.send_text("ping?")
         frame = ws.recv_frame(timeout=10)
-        assert (frame.opcode, frame.payload, frame.fin, frame.masked) == (TEXT, b"ping?", True, False)
+        assert (frame.opcode, frame.payload, frame.fin, frame.masked) == (
+            TEXT,
+            b"ping?",
+            True,
+            False,
+        )
 
 
 def test_echo_text_and_bytes(server):
@@ -266,9 +271,7 @@ def test_connect_without_protocol_is_reset(server):
     """A CONNECT with :scheme and :path but no :protocol is malformed (RFC 9113 §8.5)."""
     with unvalidated_client(server.port) as h2c:
         assert connect_protocol_enabled(h2c)
-        sid = h2c.request(
-            "CONNECT", "/echo", [("sec-websocket-version", "13")], end_stream=False
-        )
+        sid = h2c.request("CONNECT", "/echo", [("sec-websocket-version", "13")], end_stream=False)
         (stream,) = h2c.wait(sid)
         assert stream.reset == h2.errors.ErrorCodes.PROTOCOL_ERROR
         assert h2c.get("/hello").status == 200

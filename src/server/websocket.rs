@@ -108,7 +108,8 @@ pub(crate) async fn handle_upgrade(
                 // and the accept key, upgrade and subprotocol answer what we negotiated.
                 // On HTTP/2 a length would announce a body the 200 of a CONNECT cannot have
                 // (hyper resets such a stream).
-                if !is_handshake_field(name) && !(h2 && *name == CONTENT_LENGTH) {
+                let reserved = is_handshake_field(name) || (h2 && *name == CONTENT_LENGTH);
+                if !reserved {
                     response_headers.append(name.clone(), value.clone());
                 }
             }
