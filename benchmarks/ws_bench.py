@@ -4,6 +4,7 @@
     python3 benchmarks/ws_bench.py                      # all servers, both scenarios, 3 rounds
     python3 benchmarks/ws_bench.py --servers ferrocorn --rounds 1 --duration 3
     python3 benchmarks/ws_bench.py --client-ceiling     # also measure the websockets-library client
+    python3 benchmarks/ws_bench.py --servers ferrocorn --transports h1,h2   # WS over HTTP/2 too
 
 Every server runs the same pure-ASGI echo app (``app`` below), one worker pinned to CPU 0
 (``taskset -c 0``); the load generator is pinned to CPU 1. Scenarios:
@@ -11,6 +12,11 @@ Every server runs the same pure-ASGI echo app (``app`` below), one worker pinned
 * ``text``:  N connections (default 64), each sends a small text message and waits for its echo,
   again and again, for a fixed duration -> messages/s (round trips).
 * ``1mib``:  N connections (default 8), 1 MiB binary messages round-trip -> MB/s (echoed payload).
+
+``--transports h1,h2`` also runs ferrocorn's sockets over HTTP/2 (RFC 8441: one extended
+CONNECT stream per connection, h2c with prior knowledge), framed by a minimal HTTP/2 client
+here (no HPACK decoding: the answer's first field must be the static ``:status: 200``), and
+reports the two transports side by side with the server CPU µs per message.
 
 The load generator is a single-threaded epoll loop over raw sockets that sends one pre-built,
 pre-masked frame per round trip and only parses frame headers of the echoes (a Python client
@@ -119,8 +125,118 @@ def handshake(port, path="/"):
     return sock, rest
 
 
+H2_PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"
+H2_DATA, H2_HEADERS, H2_RST, H2_SETTINGS, H2_PING, H2_GOAWAY, H2_WINDOW = 0, 1, 3, 4, 6, 7, 8
+H2_BIG_WINDOW = (1 << 31) - 1
+H2_STREAM = 1  # each connection's one WebSocket stream
+
+
+def h2_frame(kind, flags, stream, payload=b""):
+    return struct.pack("!I", len(payload))[1:] + struct.pack("!BBI", kind, flags, stream) + payload
+
+
+def hpack_literal(name, value):
+    """A literal field without indexing, new name, no Huffman (RFC 7541 §6.2.2)."""
+    name, value = name.encode(), value.encode()
+    assert len(name) < 127 and len(value) < 127
+    return b"\x00" + bytes([len(name)]) + name + bytes([len(value)]) + value
+
+
+def h2_read_frame(sock, buf):
+    """One whole frame from a blocking socket: (type, flags, stream, payload, rest of buf)."""
+    while len(buf) < 9 or len(buf) < 9 + int.from_bytes(buf[:3], "big"):
+        chunk = sock.recv(65536)
+        if not chunk:
+            raise RuntimeError("h2 handshake: connection closed")
+        buf += chunk
+    n = int.from_bytes(buf[:3], "big")
+    kind, flags, stream = buf[3], buf[4], struct.unpack("!I", buf[5:9])[0] & 0x7FFFFFFF
+    return kind, flags, stream, buf[9 : 9 + n], buf[9 + n :]
+
+
+def h2_handshake(port, path="/"):
+    """h2c prior knowledge, the server's SETTINGS (which must enable extended CONNECT), then
+    the CONNECT with :protocol websocket on stream 1 answered 200. Returns (socket, bytes
+    after the answer, the server's stream window, its connection window, its max frame
+    size)."""
+    sock = socket.create_connection(("127.0.0.1", port), timeout=30)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    # Our windows as large as allowed, so the server never waits for a WINDOW_UPDATE.
+    settings = struct.pack("!HI", 0x4, H2_BIG_WINDOW)
+    sock.sendall(
+        H2_PREFACE
+        + h2_frame(H2_SETTINGS, 0, 0, settings)
+        + h2_frame(H2_WINDOW, 0, 0, struct.pack("!I", H2_BIG_WINDOW - 65535))
+    )
+    buf = b""
+    window, conn_window, max_frame, connect_ok = 65535, 65535, 16384, False
+    updates = 0  # WINDOW_UPDATE increments for our stream, from before it opened too
+
+    def took(kind, stream, payload):
+        nonlocal conn_window, updates
+        if kind == H2_WINDOW:
+            increment = struct.unpack("!I", payload)[0] & 0x7FFFFFFF
+            if stream == 0:
+                conn_window += increment
+            else:
+                updates += increment
+
+    while True:
+        kind, flags, stream, payload, buf = h2_read_frame(sock, buf)
+        took(kind, stream, payload)
+        if kind == H2_SETTINGS and not flags & 1:
+            for i in range(0, len(payload), 6):
+                ident, value = struct.unpack("!HI", payload[i : i + 6])
+                if ident == 0x4:
+                    window = value
+                elif ident == 0x5:
+                    max_frame = value
+                elif ident == 0x8:
+                    connect_ok = value == 1
+            sock.sendall(h2_frame(H2_SETTINGS, 1, 0))
+            break
+    if not connect_ok:
+        raise RuntimeError("the server did not enable extended CONNECT (RFC 8441)")
+    block = b"".join(
+        hpack_literal(n, v)
+        for n, v in [
+            (":method", "CONNECT"),
+            (":protocol", "websocket"),
+            (":scheme", "http"),
+            (":path", path),
+            (":authority", "127.0.0.1:%d" % port),
+            ("sec-websocket-version", "13"),
+        ]
+    )
+    sock.sendall(h2_frame(H2_HEADERS, 0x4, H2_STREAM, block))
+    while True:
+        kind, flags, stream, payload, buf = h2_read_frame(sock, buf)
+        took(kind, stream, payload)
+        if kind == H2_HEADERS and stream == H2_STREAM:
+            if not payload.startswith(b"\x88"):  # indexed :status 200
+                raise RuntimeError("h2 CONNECT refused: %r" % payload[:40])
+            break
+        if kind in (H2_RST, H2_GOAWAY):
+            raise RuntimeError("h2 CONNECT failed: frame type %d" % kind)
+    sock.setblocking(False)
+    return sock, buf, window + updates, conn_window, max_frame
+
+
 class Conn:
-    __slots__ = ("sock", "fd", "hdr", "remaining", "opcode", "out", "out_pos")
+    __slots__ = (
+        "sock",
+        "fd",
+        "hdr",
+        "remaining",
+        "opcode",
+        "out",
+        "out_pos",
+        "h2buf",
+        "h2_pending",
+        "h2_window",
+        "h2_conn_window",
+        "h2_unacked",
+    )
 
     def __init__(self, sock):
         self.sock = sock
@@ -130,6 +246,13 @@ class Conn:
         self.opcode = -1
         self.out = None  # memoryview of a frame being written
         self.out_pos = 0
+        # HTTP/2 only: bytes of an incomplete h2 frame, DATA payloads waiting for window, the
+        # server's stream and connection windows, received bytes not yet given back.
+        self.h2buf = b""
+        self.h2_pending = []
+        self.h2_window = 0
+        self.h2_conn_window = 65535
+        self.h2_unacked = 0
 
 
 def proc_tree_cpu(pid):
@@ -161,33 +284,165 @@ def proc_tree_cpu(pid):
     return sum(times.get(p, 0.0) for p in tree)
 
 
-def run_raw_client(port, conns, size, warmup, duration, server_pid):
+def ws_frames(c, data):
+    """Feeds received WebSocket bytes to ``c``'s frame parser; the opcodes of the frames
+    completed, in order."""
+    done = []
+    if c.hdr:
+        data = c.hdr + data
+        c.hdr = b""
+    pos, end = 0, len(data)
+    while pos < end:
+        if c.remaining:
+            take = min(c.remaining, end - pos)
+            c.remaining -= take
+            pos += take
+            if c.remaining:
+                break
+        else:
+            if end - pos < 2:
+                c.hdr = data[pos:]
+                break
+            b0 = data[pos]
+            n = data[pos + 1] & 0x7F
+            hl = 2
+            if n == 126:
+                hl = 4
+                if end - pos < 4:
+                    c.hdr = data[pos:]
+                    break
+                n = (data[pos + 2] << 8) | data[pos + 3]
+            elif n == 127:
+                hl = 10
+                if end - pos < 10:
+                    c.hdr = data[pos:]
+                    break
+                n = int.from_bytes(data[pos + 2 : pos + 10], "big")
+            pos += hl
+            c.opcode = b0 & 0x0F
+            c.remaining = n
+            if n and pos < end:
+                continue
+            if n:
+                break
+        done.append(c.opcode)  # a whole frame is in
+    return done
+
+
+def h2_data_frames(frame, max_frame):
+    """The WebSocket frame cut into DATA frames of at most ``max_frame`` payload bytes:
+    (h2 frame bytes, flow-controlled length) pairs."""
+    return [
+        (h2_frame(H2_DATA, 0, H2_STREAM, frame[i : i + max_frame]), len(frame[i : i + max_frame]))
+        for i in range(0, len(frame), max_frame)
+    ]
+
+
+def h2_unwrap(c, data):
+    """Takes the HTTP/2 frames in ``data``: the WebSocket bytes of our stream's DATA frames,
+    with window updates and SETTINGS/PING answered (returned as bytes to send)."""
+    if c.h2buf:
+        data = c.h2buf + data
+        c.h2buf = b""
+    ws = []
+    reply = []
+    pos, end = 0, len(data)
+    while end - pos >= 9:
+        n = int.from_bytes(data[pos : pos + 3], "big")
+        if end - pos < 9 + n:
+            break
+        kind, flags = data[pos + 3], data[pos + 4]
+        stream = int.from_bytes(data[pos + 5 : pos + 9], "big") & 0x7FFFFFFF
+        payload = data[pos + 9 : pos + 9 + n]
+        pos += 9 + n
+        if kind == H2_DATA:
+            if flags & 0x8:  # padded
+                payload = payload[1 : len(payload) - payload[0]]
+            ws.append(payload)
+            c.h2_unacked += n
+        elif kind == H2_WINDOW:
+            increment = struct.unpack("!I", payload)[0] & 0x7FFFFFFF
+            if stream == 0:
+                c.h2_conn_window += increment
+            else:
+                c.h2_window += increment
+        elif kind == H2_SETTINGS and not flags & 1:
+            reply.append(h2_frame(H2_SETTINGS, 1, 0))
+        elif kind == H2_PING and not flags & 1:
+            reply.append(h2_frame(H2_PING, 1, 0, payload))
+        elif kind in (H2_RST, H2_GOAWAY):
+            raise RuntimeError("server sent h2 frame type %d" % kind)
+    c.h2buf = data[pos:]
+    if c.h2_unacked > 1 << 30:
+        increment = struct.pack("!I", c.h2_unacked)
+        reply.append(h2_frame(H2_WINDOW, 0, 0, increment))
+        reply.append(h2_frame(H2_WINDOW, 0, H2_STREAM, increment))
+        c.h2_unacked = 0
+    return b"".join(ws), b"".join(reply)
+
+
+def run_raw_client(port, conns, size, warmup, duration, server_pid, transport="h1"):
     """The epoll load generator; returns a result dict."""
     if size < 1024:
         opcode, payload = 0x1, (b"hello websocket " * (size // 16 + 1))[:size]
     else:
         opcode, payload = 0x2, bytes(range(256)) * (size // 256)
     frame = client_frame(opcode, payload)
+    h2 = transport == "h2"
     ep = select.epoll()
     table = {}
+    chunks = None
     for _ in range(conns):
-        sock, rest = handshake(port)
-        if rest:
-            raise RuntimeError("unexpected data after the 101")
+        if h2:
+            sock, rest, window, conn_window, max_frame = h2_handshake(port)
+            chunks = h2_data_frames(frame, max_frame)
+        else:
+            sock, rest = handshake(port)
         c = Conn(sock)
+        if h2:
+            c.h2buf = rest
+            c.h2_window = window
+            c.h2_conn_window = conn_window
+        elif rest:
+            raise RuntimeError("unexpected data after the 101")
         table[c.fd] = c
         ep.register(c.fd, select.EPOLLIN)
     IN, OUT = select.EPOLLIN, select.EPOLLOUT
 
-    def start_send(c):
+    def write(c, data):
+        if c.out is not None:
+            c.out = memoryview(bytes(c.out[c.out_pos :]) + data)
+            c.out_pos = 0
+            return
         try:
-            n = c.sock.send(frame)
+            n = c.sock.send(data)
         except BlockingIOError:
             n = 0
-        if n < len(frame):
-            c.out = memoryview(frame)
+        if n < len(data):
+            c.out = memoryview(data)
             c.out_pos = n
             ep.modify(c.fd, IN | OUT)
+
+    def h2_flush(c):
+        """Sends the DATA frames the server's windows allow."""
+        out = []
+        while c.h2_pending:
+            data, length = c.h2_pending[0]
+            if length > c.h2_window or length > c.h2_conn_window:
+                break
+            c.h2_window -= length
+            c.h2_conn_window -= length
+            out.append(data)
+            c.h2_pending.pop(0)
+        if out:
+            write(c, b"".join(out))
+
+    def start_send(c):
+        if h2:
+            c.h2_pending.extend(chunks)
+            h2_flush(c)
+        else:
+            write(c, frame)
 
     t0 = time.monotonic()
     t_warm = t0 + warmup
@@ -219,45 +474,13 @@ def run_raw_client(port, conns, size, warmup, duration, server_pid):
                 continue
             if not data:
                 raise RuntimeError("server closed a connection")
-            if c.hdr:
-                data = c.hdr + data
-                c.hdr = b""
-            pos, end = 0, len(data)
-            while pos < end:
-                if c.remaining:
-                    take = min(c.remaining, end - pos)
-                    c.remaining -= take
-                    pos += take
-                    if c.remaining:
-                        break
-                else:
-                    if end - pos < 2:
-                        c.hdr = data[pos:]
-                        break
-                    b0 = data[pos]
-                    n = data[pos + 1] & 0x7F
-                    hl = 2
-                    if n == 126:
-                        hl = 4
-                        if end - pos < 4:
-                            c.hdr = data[pos:]
-                            break
-                        n = (data[pos + 2] << 8) | data[pos + 3]
-                    elif n == 127:
-                        hl = 10
-                        if end - pos < 10:
-                            c.hdr = data[pos:]
-                            break
-                        n = int.from_bytes(data[pos + 2 : pos + 10], "big")
-                    pos += hl
-                    c.opcode = b0 & 0x0F
-                    c.remaining = n
-                    if n and pos < end:
-                        continue
-                    if n:
-                        break
-                # a whole frame is in
-                op = c.opcode
+            if h2:
+                data, reply = h2_unwrap(c, data)
+                if reply:
+                    write(c, reply)
+                if c.h2_pending:
+                    h2_flush(c)
+            for op in ws_frames(c, data):
                 if op == 0x1 or op == 0x2:
                     if counting:
                         messages += 1
@@ -285,6 +508,7 @@ def run_raw_client(port, conns, size, warmup, duration, server_pid):
         "mb_per_s": messages * size / elapsed / 1e6,
         "client_cpu": client_cpu / elapsed,
         "server_cpu": server_cpu / elapsed,
+        "server_us_per_msg": server_cpu / messages * 1e6 if messages else float("nan"),
         "pings": pings,
     }
 
@@ -425,7 +649,7 @@ SCENARIOS = {
 }
 
 
-def loadgen_argv(args, port, pid, scenario, client="raw"):
+def loadgen_argv(args, port, pid, scenario, client="raw", transport="h1"):
     conns = args.conns if scenario == "text" else args.big_conns
     python = args.client_python or sys.executable
     return nice_prefix(args) + [
@@ -449,14 +673,16 @@ def loadgen_argv(args, port, pid, scenario, client="raw"):
         str(args.duration),
         "--client",
         client,
+        "--transport",
+        transport,
     ]
 
 
-def measure(args, name, scenario, client="raw"):
+def measure(args, name, scenario, client="raw", transport="h1"):
     proc, port, argv = start_server(name, args)
     try:
         out = subprocess.run(
-            loadgen_argv(args, port, proc.pid, scenario, client),
+            loadgen_argv(args, port, proc.pid, scenario, client, transport),
             capture_output=True,
             timeout=args.warmup + args.duration + 120,
         )
@@ -503,6 +729,11 @@ def main():
         help="run servers and load generator under `nice -n N` (negative: a "
         "higher priority than concurrent background work; needs root)",
     )
+    parser.add_argument(
+        "--transports",
+        default="h1",
+        help="h1, or h1,h2: also run ferrocorn's sockets over HTTP/2 (RFC 8441) and compare",
+    )
     parser.add_argument("--note", default="", help="a line added to the report (build, ...)")
     parser.add_argument("--out", default=os.path.join(HERE, "WS_RESULTS.md"))
     # load generator mode (internal)
@@ -511,13 +742,24 @@ def main():
     parser.add_argument("--server-pid", type=int, default=0)
     parser.add_argument("--size", type=int, default=32)
     parser.add_argument("--client", default="raw", choices=["raw", "websockets"])
+    parser.add_argument("--transport", default="h1", choices=["h1", "h2"])
     args = parser.parse_args()
 
     if args.loadgen:
-        runner = run_raw_client if args.client == "raw" else run_websockets_client
-        result = runner(
-            args.port, args.conns, args.size, args.warmup, args.duration, args.server_pid
-        )
+        if args.client == "raw":
+            result = run_raw_client(
+                args.port,
+                args.conns,
+                args.size,
+                args.warmup,
+                args.duration,
+                args.server_pid,
+                args.transport,
+            )
+        else:
+            result = run_websockets_client(
+                args.port, args.conns, args.size, args.warmup, args.duration, args.server_pid
+            )
         print(json.dumps(result))
         return 0
 
@@ -546,6 +788,26 @@ def main():
                     ),
                     flush=True,
                 )
+    transports = {}  # (scenario, transport) -> ferrocorn's runs
+    if "h2" in args.transports.split(",") and "ferrocorn" in servers:
+        for scenario in scenarios:
+            transports[(scenario, "h1")] = results[(scenario, "ferrocorn")]
+            for rnd in range(args.rounds):
+                result, _ = measure(args, "ferrocorn", scenario, transport="h2")
+                transports.setdefault((scenario, "h2"), []).append(result)
+                print(
+                    "%-5s round %d ferrocorn over h2 %10.1f %s  server cpu %3.0f%%  "
+                    "%.1f server µs/msg"
+                    % (
+                        scenario,
+                        rnd + 1,
+                        result[SCENARIOS[scenario]["key"]],
+                        SCENARIOS[scenario]["unit"],
+                        100 * result["server_cpu"],
+                        result["server_us_per_msg"],
+                    ),
+                    flush=True,
+                )
     ceiling = None
     if args.client_ceiling and "ferrocorn" in servers:
         ceiling = []
@@ -567,12 +829,60 @@ def main():
     write_report(
         args, servers, scenarios, results, commands, ceiling, started, load_before, load_after
     )
+    if transports:
+        with open(args.out, "a") as f:
+            f.write(transport_report(scenarios, transports))
     print("wrote", args.out)
     return 0
 
 
 def median_of(runs, key):
     return statistics.median(r[key] for r in runs)
+
+
+def transport_report(scenarios, transports):
+    """The WebSocket-over-HTTP/2 section: ferrocorn's two transports side by side."""
+    lines = ["", "## ferrocorn: WebSocket over HTTP/2 (RFC 8441) vs over HTTP/1.1", ""]
+    lines.append(
+        "Same scenarios and connections; over HTTP/2 each connection carries its socket as one"
+        " extended CONNECT stream (h2c prior knowledge), the WebSocket frames in DATA frames."
+    )
+    lines.append("")
+    lines.append("| scenario | transport | median | rounds | server CPU | server µs per message |")
+    lines.append("|---|---|---:|---|---:|---:|")
+    for scenario in scenarios:
+        spec = SCENARIOS[scenario]
+        key = spec["key"]
+        medians = {}
+        for transport in ("h1", "h2"):
+            runs = transports.get((scenario, transport), [])
+            if not runs:
+                continue
+            us = statistics.median(r["server_cpu"] / r["msgs_per_s"] * 1e6 for r in runs)
+            medians[transport] = (median_of(runs, key), us)
+            lines.append(
+                "| %s | %s | %.1f %s | %s | %.0f%% | %.1f |"
+                % (
+                    scenario,
+                    "HTTP/2" if transport == "h2" else "HTTP/1.1",
+                    medians[transport][0],
+                    spec["unit"],
+                    ", ".join("%.1f" % r[key] for r in runs),
+                    100 * median_of(runs, "server_cpu"),
+                    us,
+                )
+            )
+        if len(medians) == 2:
+            lines.append(
+                "| %s | **h2 / h1.1** | **%.2f×** | | | **%.2f×** |"
+                % (
+                    scenario,
+                    medians["h2"][0] / medians["h1"][0],
+                    medians["h2"][1] / medians["h1"][1],
+                )
+            )
+    lines.append("")
+    return "\n".join(lines)
 
 
 def write_report(

@@ -32,6 +32,7 @@ from tests.support.helpers import (  # noqa: E402
     start_server,
     wait_report,
 )
+from tests.support.wsh2 import H2WebSocket  # noqa: E402
 from tests.support.wsraw import (  # noqa: E402
     BINARY,
     CLOSE,
@@ -81,6 +82,13 @@ def run(coro, timeout=60):
 
 def done(report):
     return report is not None and report.get("state") == "done"
+
+
+@pytest.fixture(params=["h1", "h2"])
+def open_ws(request):
+    """Opens a raw socket as ``RawWebSocket(port, path)`` does, over HTTP/1.1 (an upgrade) or
+    HTTP/2 (an extended CONNECT, RFC 8441): the checks that take it run over both."""
+    return RawWebSocket if request.param == "h1" else H2WebSocket
 
 
 def upgrade_headers(extra=()):
@@ -270,9 +278,9 @@ def test_client_close_with_code_and_reason(server, client):
     }
 
 
-def test_client_close_without_code_gives_1005(server, client):
+def test_client_close_without_code_gives_1005(server, client, open_ws):
     r = rid()
-    with RawWebSocket(server.port, "/echo?id=%s" % r) as ws:
+    with open_ws(server.port, "/echo?id=%s" % r) as ws:
         ws.send_text("ready")
         assert ws.recv_until((TEXT,))[0].payload == b"ready"
         ws.send_close(code=None)
@@ -462,10 +470,10 @@ def test_invalid_messages(server, kind, types, words):
 # ---------------------------------------------------------------- protocol duties (raw frames)
 
 
-def test_fragmented_text_is_reassembled(server):
+def test_fragmented_text_is_reassembled(server, open_ws):
     text = "Hello, w\u00f6rld \u2603".encode("utf-8")
     cut1, cut2 = 3, text.index(b"\xc3\xb6") + 1  # the second cut splits a code point
-    with RawWebSocket(server.port, "/echo") as ws:
+    with open_ws(server.port, "/echo") as ws:
         ws.send_frame(TEXT, text[:cut1], fin=False)
         ws.send_frame(CONT, text[cut1:cut2], fin=False)
         ws.send_frame(PING, b"between fragments")  # control frames may interleave
@@ -481,8 +489,8 @@ def test_fragmented_text_is_reassembled(server):
         assert frame.payload == b"\x00\x01\x02"
 
 
-def test_ping_gets_pong_with_same_payload(server):
-    with RawWebSocket(server.port, "/echo") as ws:
+def test_ping_gets_pong_with_same_payload(server, open_ws):
+    with open_ws(server.port, "/echo") as ws:
         payload = bytes(range(125))
         ws.send_frame(PING, payload)
         frame = ws.recv_frame(timeout=10)
@@ -497,9 +505,9 @@ def test_ping_gets_pong_with_same_payload(server):
         assert frame.payload == b"after pong"
 
 
-def expect_protocol_close(server, client, frames, code, target="/echo"):
+def expect_protocol_close(server, client, frames, code, target="/echo", open_ws=RawWebSocket):
     r = rid()
-    with RawWebSocket(server.port, "%s?id=%s" % (target, r)) as ws:
+    with open_ws(server.port, "%s?id=%s" % (target, r)) as ws:
         # One echo first, so the app's accept has completed (see test_accept_race).
         ws.send_text("ready")
         assert ws.recv_until((TEXT,))[0].payload == b"ready"
@@ -513,8 +521,9 @@ def expect_protocol_close(server, client, frames, code, target="/echo"):
     return report
 
 
-def test_invalid_utf8_text_closes_1007(server, client):
-    report = expect_protocol_close(server, client, [encode_frame(TEXT, b"ok \xff\xfe bad")], 1007)
+def test_invalid_utf8_text_closes_1007(server, client, open_ws):
+    frames = [encode_frame(TEXT, b"ok \xff\xfe bad")]
+    report = expect_protocol_close(server, client, frames, 1007, open_ws=open_ws)
     assert report["disconnect"]["code"] == 1007
     assert report["messages"] == 1  # only the "ready" probe
 
@@ -529,8 +538,9 @@ def test_invalid_utf8_close_reason_closes_1007(server, client):
     expect_protocol_close(server, client, frames, 1007)
 
 
-def test_unmasked_client_frame_closes_1002(server, client):
-    report = expect_protocol_close(server, client, [encode_frame(TEXT, b"naked", mask=False)], 1002)
+def test_unmasked_client_frame_closes_1002(server, client, open_ws):
+    frames = [encode_frame(TEXT, b"naked", mask=False)]
+    report = expect_protocol_close(server, client, frames, 1002, open_ws=open_ws)
     assert report["messages"] == 1  # only the "ready" probe
 
 
@@ -561,8 +571,9 @@ def test_protocol_violations_close_1002(server, client, frame):
     expect_protocol_close(server, client, [frame], 1002)
 
 
-def test_bad_close_code_from_client_closes_1002(server, client):
-    expect_protocol_close(server, client, [encode_frame(CLOSE, struct.pack("!H", 999))], 1002)
+def test_bad_close_code_from_client_closes_1002(server, client, open_ws):
+    frames = [encode_frame(CLOSE, struct.pack("!H", 999))]
+    expect_protocol_close(server, client, frames, 1002, open_ws=open_ws)
 
 
 @pytest.fixture(scope="module")
@@ -577,24 +588,24 @@ def small_client(small_server):
         yield c
 
 
-def test_max_size_boundary_is_accepted(small_server):
-    with RawWebSocket(small_server.port, "/echo") as ws:
+def test_max_size_boundary_is_accepted(small_server, open_ws):
+    with open_ws(small_server.port, "/echo") as ws:
         ws.send_frame(BINARY, b"b" * 1024)
         frame, _ = ws.recv_until((BINARY,))
         assert frame.payload == b"b" * 1024
 
 
-def test_message_over_max_size_closes_1009(small_server, small_client):
+def test_message_over_max_size_closes_1009(small_server, small_client, open_ws):
     report = expect_protocol_close(
-        small_server, small_client, [encode_frame(BINARY, b"x" * 2000)], 1009
+        small_server, small_client, [encode_frame(BINARY, b"x" * 2000)], 1009, open_ws=open_ws
     )
     assert report["disconnect"]["code"] == 1009
     assert report["messages"] == 1  # only the "ready" probe
 
 
-def test_fragmented_message_over_max_size_closes_1009(small_server, small_client):
+def test_fragmented_message_over_max_size_closes_1009(small_server, small_client, open_ws):
     frames = [encode_frame(TEXT, b"y" * 600, fin=False), encode_frame(CONT, b"y" * 600)]
-    expect_protocol_close(small_server, small_client, frames, 1009)
+    expect_protocol_close(small_server, small_client, frames, 1009, open_ws=open_ws)
 
 
 def test_over_max_size_with_websockets_client(small_server):
@@ -708,8 +719,8 @@ def ping_server():
         yield s
 
 
-def test_server_sends_pings_and_answered_pings_keep_it_open(ping_server):
-    with RawWebSocket(ping_server.port, "/echo") as ws:
+def test_server_sends_pings_and_answered_pings_keep_it_open(ping_server, open_ws):
+    with open_ws(ping_server.port, "/echo") as ws:
         pings = 0
         deadline = time.monotonic() + 20
         while pings < 3 and time.monotonic() < deadline:
@@ -724,9 +735,9 @@ def test_server_sends_pings_and_answered_pings_keep_it_open(ping_server):
         assert all(f.opcode == PING for f in skipped)
 
 
-def test_unanswered_pings_disconnect(ping_server):
+def test_unanswered_pings_disconnect(ping_server, open_ws):
     r = rid()
-    with RawWebSocket(ping_server.port, "/echo?id=%s" % r) as ws:
+    with open_ws(ping_server.port, "/echo?id=%s" % r) as ws:
         seen = []
         deadline = time.monotonic() + 20
         closed = False

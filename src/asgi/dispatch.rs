@@ -161,6 +161,7 @@ impl Dispatcher {
                 self.ctx.clone(),
                 req.head.uri.clone(),
                 req.conn.peer,
+                req.head.version,
                 access::request_fields(self.ctx.access_log.as_ref(), &req.head.headers),
             ),
         )?;

@@ -138,6 +138,7 @@ pub(crate) fn parse_headers(
     Ok(map)
 }
 
+#[inline]
 fn header(item: &Bound<'_, PyAny>, key: &str) -> PyResult<(HeaderName, HeaderValue)> {
     let (name, value) = header_pair(item, key)?;
     let name_bytes = header_bytes(&name, key, "name")?;

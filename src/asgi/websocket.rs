@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 
 use bytes::Bytes;
-use http::{HeaderMap, StatusCode, Uri};
+use http::{HeaderMap, StatusCode, Uri, Version};
 use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
@@ -108,6 +108,8 @@ pub(crate) struct WebSocketProtocol {
     ctx: Arc<LoopCtx>,
     uri: Uri,
     peer: Option<SocketAddr>,
+    /// HTTP/1.1 (an upgrade) or HTTP/2 (an extended CONNECT), for the access line.
+    version: Version,
     access: CallAccess,
     /// The headers the JSON access line shows; only with `--log-format json`.
     fields: Option<Box<RequestFields>>,
@@ -211,6 +213,7 @@ impl WebSocketProtocol {
         ctx: Arc<LoopCtx>,
         uri: Uri,
         peer: Option<SocketAddr>,
+        version: Version,
         fields: Option<Box<RequestFields>>,
     ) -> Self {
         WebSocketProtocol {
@@ -218,18 +221,30 @@ impl WebSocketProtocol {
             ctx,
             uri,
             peer,
+            version,
             access: CallAccess::default(),
             fields,
         }
     }
 
+    /// The status the line shows, as the client saw it: an accepted socket's is 101, or 200
+    /// over HTTP/2 (RFC 8441 §5), where a 2xx denial went out as 403 (`server/websocket.rs`).
+    fn shown_status(&self, status: u16) -> u16 {
+        match status {
+            101 if self.version == Version::HTTP_2 => 200,
+            200..=299 if self.version == Version::HTTP_2 => 403,
+            _ => status,
+        }
+    }
+
     /// The session ended: the core's access line, when the core writes them.
     fn log_access(&self, py: Python<'_>, status: u16) {
+        let status = self.shown_status(status);
         let request = access::Request {
             peer: self.peer,
             method: "WEBSOCKET",
             uri: &self.uri,
-            version: "1.1",
+            version: access::version_text(self.version),
             fields: self.fields.as_deref(),
         };
         // A session's line shows no bytes or duration, as access_info() does.
@@ -502,8 +517,8 @@ impl WebSocketProtocol {
             client,
             "WEBSOCKET".to_owned(),
             path,
-            "1.1",
-            st.status,
+            access::version_text(self.version),
+            self.shown_status(st.status),
             0,
             0.0,
         )

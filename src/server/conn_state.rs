@@ -131,6 +131,23 @@ impl Drop for InFlight {
     }
 }
 
+/// Something other than a request keeps the connection busy while this lives: a WebSocket
+/// on one of an HTTP/2 connection's streams, which outlives its CONNECT's response.
+pub(crate) struct ConnBusy(Arc<ConnCtx>);
+
+impl ConnBusy {
+    pub(crate) fn new(conn: Arc<ConnCtx>) -> Self {
+        conn.enter();
+        ConnBusy(conn)
+    }
+}
+
+impl Drop for ConnBusy {
+    fn drop(&mut self) {
+        self.0.leave();
+    }
+}
+
 impl ConnCtx {
     /// One more thing in flight: a response, or a request body still arriving.
     pub(crate) fn enter(&self) {

@@ -111,6 +111,11 @@ fn http2_builder(shared: &ServerShared) -> http2::Builder<RelayExecutor> {
         .keep_alive_interval(settings.keep_alive_interval)
         .keep_alive_timeout(settings.keep_alive_timeout)
         .auto_date_header(config.date_header);
+    if config.ws.enabled {
+        // SETTINGS_ENABLE_CONNECT_PROTOCOL: WebSockets over HTTP/2 (RFC 8441). Without it h2
+        // resets any stream that sends `:protocol`.
+        builder.enable_connect_protocol();
+    }
     builder
 }
 

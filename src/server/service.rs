@@ -32,7 +32,9 @@ use crate::server::body_pump::pump_request_body;
 use crate::server::conn_state::{ConnCtx, InFlight};
 use crate::server::websocket::handle_upgrade;
 use crate::server::{Admit, ServerShared};
-use crate::ws::handshake::{asks_for_websocket, check_handshake, Refusal};
+use crate::ws::handshake::{
+    asks_for_websocket, asks_for_websocket_over_h2, check_handshake, Refusal,
+};
 
 /// The response body plus the in-flight marker that lives exactly as long as hyper needs it.
 pub(crate) struct TrackedBody {
@@ -159,8 +161,17 @@ pub(crate) async fn handle_request(
     Ok(TrackedBody::new(response, Some(in_flight), body_failed))
 }
 
+/// An HTTP/1.1 upgrade, or an HTTP/2 extended CONNECT with `:protocol: websocket` (RFC
+/// 8441; h2 lets `:protocol` through only when `http2_builder` enabled it, with WebSockets).
 fn is_websocket_request(config: &ServerConfig, req: &Request<Incoming>) -> bool {
-    config.ws.enabled && req.version() <= Version::HTTP_11 && asks_for_websocket(req.headers())
+    config.ws.enabled
+        && match req.version() {
+            Version::HTTP_2 => {
+                let protocol = req.extensions().get::<hyper::ext::Protocol>();
+                asks_for_websocket_over_h2(req.method(), protocol.map(|p| p.as_str()))
+            }
+            version => version <= Version::HTTP_11 && asks_for_websocket(req.headers()),
+        }
 }
 
 /// The server's own 503 for a request it cannot take now: a retry soon may succeed.
@@ -270,6 +281,13 @@ async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>, arrived: Instant) 
             );
             return (refuse(conn, StatusCode::URI_TOO_LONG, why), None);
         }
+    }
+    if req.version() == Version::HTTP_2
+        && req.extensions().get::<hyper::ext::Protocol>().is_some()
+        && !is_websocket_request(config, &req)
+    {
+        // An extended CONNECT for a protocol other than WebSocket: no ASGI scope carries it.
+        return (ResponseBody::error(config, StatusCode::BAD_REQUEST), None);
     }
     if is_websocket_request(config, &req) {
         // A request that asks for a WebSocket gets one, a 4xx or a 503: never an HTTP scope.

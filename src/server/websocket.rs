@@ -1,12 +1,16 @@
 //! The tokio side of one WebSocket: waits for the app's handshake decision, answers 101 (or
 //! the refusal), then moves frames between the socket and the app's channels until the
 //! close handshake, a protocol error, a lost peer or server shutdown ends it.
+//!
+//! Over HTTP/2 (RFC 8441) the same session runs on one stream: the handshake is an extended
+//! CONNECT answered `200`, and hyper's `Upgraded` carries the frames in that stream's DATA
+//! frames (our shutdown is its END_STREAM), so only the answer's status and fields differ.
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use http::header::SEC_WEBSOCKET_KEY;
-use http::{Request, Response, StatusCode};
+use http::header::{CONTENT_LENGTH, SEC_WEBSOCKET_KEY};
+use http::{Request, Response, StatusCode, Version};
 use hyper::body::Incoming as IncomingBody;
 use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
@@ -17,16 +21,19 @@ use tokio::time::{Instant, Interval};
 use crate::bridge::body::ResponseBody;
 use crate::bridge::exchange::{CloseGuard, Exchange};
 use crate::bridge::pending::PendingWebSocket;
-use crate::bridge::wakeup::Event;
+use crate::bridge::wakeup::{Event, LogText};
 use crate::bridge::websocket::WsState;
 use crate::bridge::websocket::{CloseInfo, WsDecision, WsIn, WsOut};
+use crate::http::headers::add_host_from_authority;
 use crate::http::responses::build_response;
 use crate::server::admission::WebSocketSlot;
-use crate::server::conn_state::ConnCtx;
+use crate::server::conn_state::{ConnBusy, ConnCtx};
 use crate::server::{Lifecycle, ServerShared};
 use crate::ws::deflate::{negotiate, DeflateParams, Deflater, Inflater};
 use crate::ws::frame::{close_payload, OpCode};
-use crate::ws::handshake::{accept_headers, is_handshake_field, subprotocols, SWITCHING};
+use crate::ws::handshake::{
+    accept_headers, accept_status, is_handshake_field, negotiated_headers, subprotocols,
+};
 use crate::ws::stream::{Incoming, ReadError, WsReader, WsWriter};
 
 /// How long we wait for the peer's close frame after sending ours.
@@ -43,7 +50,13 @@ pub(crate) async fn handle_upgrade(
     let shared = &conn.shared;
     let config = &shared.config;
     let on_upgrade = hyper::upgrade::on(&mut req);
-    let (head, _body) = req.into_parts();
+    let (mut head, _body) = req.into_parts();
+    let version = head.version;
+    let h2 = version == Version::HTTP_2;
+    if h2 {
+        // The scope's `host` comes from `:authority`, as for HTTP/2's http scopes.
+        add_host_from_authority(&mut head);
+    }
     let key = head
         .headers
         .get(SEC_WEBSOCKET_KEY)
@@ -81,25 +94,35 @@ pub(crate) async fn handle_upgrade(
             outbound,
         }) => {
             let extensions = deflate.as_ref().map(DeflateParams::response_header);
-            let Ok(mut response_headers) =
+            let negotiated = if h2 {
+                negotiated_headers(subprotocol.as_deref(), extensions.as_deref())
+            } else {
                 accept_headers(&key, subprotocol.as_deref(), extensions.as_deref())
-            else {
+            };
+            let Ok(mut response_headers) = negotiated else {
                 return ResponseBody::error(config, StatusCode::INTERNAL_SERVER_ERROR);
             };
             for (name, value) in &headers {
                 // Every header of the app's goes out, repeated ones included, except the
                 // handshake's own fields: extensions change the framing, which is ours alone,
                 // and the accept key, upgrade and subprotocol answer what we negotiated.
-                if !is_handshake_field(name) {
+                // On HTTP/2 a length would announce a body the 200 of a CONNECT cannot have
+                // (hyper resets such a stream).
+                let reserved = is_handshake_field(name) || (h2 && *name == CONTENT_LENGTH);
+                if !reserved {
                     response_headers.append(name.clone(), value.clone());
                 }
             }
             // After the 101 the socket carries WebSocket frames: nothing to coalesce.
             conn.disable_corking();
             let shared = shared.clone();
+            // HTTP/2: the connection is busy while the socket is open, so the keep-alive
+            // timer does not GOAWAY a connection whose only stream is a WebSocket.
+            let busy = h2.then(|| ConnBusy::new(conn.clone()));
             tokio::spawn(async move {
                 // Counted against --limit-websockets until the session ends.
                 let _slot = slot;
+                let _busy = busy;
                 match on_upgrade.await {
                     Ok(upgraded) => {
                         let session = Session {
@@ -122,10 +145,22 @@ pub(crate) async fn handle_upgrade(
             });
             build_response(
                 config,
-                SWITCHING,
+                accept_status(version),
                 response_headers,
                 ResponseBody::empty(None),
             )
+        }
+        Ok(WsDecision::Reject(response)) if h2 && response.status().is_success() => {
+            // A 2xx on an extended CONNECT's stream *is* the acceptance (RFC 8441 §5): the
+            // client would take the denial for an open socket.
+            let text = format!(
+                "a WebSocket denial response to {} over HTTP/2 had status {}, which would \
+                 accept the socket; answered 403 instead",
+                conn.peer_text(),
+                response.status().as_u16()
+            );
+            shared.wakeup.push(Event::Warning(Box::new(LogText(text))));
+            ResponseBody::error(config, StatusCode::FORBIDDEN)
         }
         Ok(WsDecision::Reject(response)) => response,
         Err(_) => ResponseBody::error(config, StatusCode::SERVICE_UNAVAILABLE),

@@ -1,4 +1,5 @@
-//! Recognising a WebSocket upgrade request and building the 101 answer.
+//! Recognising a WebSocket handshake — an HTTP/1.1 upgrade (RFC 6455) or an HTTP/2 extended
+//! CONNECT (RFC 8441) — and building its answer: the 101, or HTTP/2's 200.
 
 use data_encoding::BASE64;
 use http::header::{
@@ -13,6 +14,12 @@ use sha1::{Digest, Sha1};
 pub(crate) fn asks_for_websocket(headers: &HeaderMap) -> bool {
     header_has_token(headers, &UPGRADE, "websocket")
         && header_has_token(headers, &CONNECTION, "upgrade")
+}
+
+/// RFC 8441 §4: an HTTP/2 extended CONNECT whose `:protocol` is `websocket` (an upgrade
+/// token, compared case-insensitively as `Upgrade` values are) asks for a WebSocket.
+pub(crate) fn asks_for_websocket_over_h2(method: &Method, protocol: Option<&str>) -> bool {
+    method == Method::CONNECT && protocol.is_some_and(|p| p.eq_ignore_ascii_case("websocket"))
 }
 
 /// Why a request that asks for a WebSocket cannot have one.
@@ -42,12 +49,21 @@ impl Refusal {
 }
 
 /// RFC 6455 §4.2.1, for a request that asks for a WebSocket: a GET of HTTP/1.1, one
-/// `Sec-WebSocket-Key` that is base64 of 16 bytes, and `Sec-WebSocket-Version: 13`.
+/// `Sec-WebSocket-Key` that is base64 of 16 bytes, and `Sec-WebSocket-Version: 13`. Over
+/// HTTP/2 (RFC 8441 §5) the extended CONNECT replaces the GET and the key, so only the
+/// version is checked.
 pub(crate) fn check_handshake(
     method: &Method,
     version: Version,
     headers: &HeaderMap,
 ) -> Result<(), Refusal> {
+    if version == Version::HTTP_2 && method == Method::CONNECT {
+        return if version_supported(headers) {
+            Ok(())
+        } else {
+            Err(Refusal::UnsupportedVersion)
+        };
+    }
     if method != Method::GET {
         return Err(Refusal::BadRequest("a WebSocket handshake must be a GET"));
     }
@@ -148,13 +164,23 @@ pub fn accept_headers(
     subprotocol: Option<&str>,
     extensions: Option<&str>,
 ) -> Result<HeaderMap, InvalidSubprotocol> {
-    let mut headers = HeaderMap::new();
+    let mut headers = negotiated_headers(subprotocol, extensions)?;
     headers.insert(UPGRADE, HeaderValue::from_static("websocket"));
     headers.insert(CONNECTION, HeaderValue::from_static("Upgrade"));
     headers.insert(
         SEC_WEBSOCKET_ACCEPT,
         HeaderValue::from_str(&accept_key(key)).map_err(|_| InvalidSubprotocol)?,
     );
+    Ok(headers)
+}
+
+/// What both handshakes answer with: the chosen subprotocol and the agreed extensions. On
+/// its own it is the header set of HTTP/2's `200` (RFC 8441 §5: no key, no upgrade).
+pub(crate) fn negotiated_headers(
+    subprotocol: Option<&str>,
+    extensions: Option<&str>,
+) -> Result<HeaderMap, InvalidSubprotocol> {
+    let mut headers = HeaderMap::new();
     if let Some(protocol) = subprotocol {
         headers.insert(
             SEC_WEBSOCKET_PROTOCOL,
@@ -170,7 +196,15 @@ pub fn accept_headers(
     Ok(headers)
 }
 
-pub(crate) const SWITCHING: StatusCode = StatusCode::SWITCHING_PROTOCOLS;
+/// The status that accepts a handshake: `101` over HTTP/1.1, a `200` on an HTTP/2 extended
+/// CONNECT's stream (RFC 8441 §5).
+pub(crate) fn accept_status(version: Version) -> StatusCode {
+    if version == Version::HTTP_2 {
+        StatusCode::OK
+    } else {
+        StatusCode::SWITCHING_PROTOCOLS
+    }
+}
 
 #[cfg(test)]
 mod tests {
@@ -254,6 +288,54 @@ mod tests {
                 "{version:?}"
             );
         }
+    }
+
+    #[test]
+    fn extended_connect_rules_of_rfc_8441() {
+        assert!(asks_for_websocket_over_h2(
+            &Method::CONNECT,
+            Some("websocket")
+        ));
+        assert!(asks_for_websocket_over_h2(
+            &Method::CONNECT,
+            Some("WebSocket")
+        ));
+        assert!(!asks_for_websocket_over_h2(&Method::CONNECT, None));
+        assert!(!asks_for_websocket_over_h2(
+            &Method::CONNECT,
+            Some("webtransport")
+        ));
+        assert!(!asks_for_websocket_over_h2(&Method::GET, Some("websocket")));
+        // No key needed, the version still is: 426 naming 13 otherwise.
+        let connect = |pairs: &[(&str, &str)]| {
+            check_handshake(&Method::CONNECT, Version::HTTP_2, &headers(pairs))
+        };
+        assert_eq!(connect(&[V13]), Ok(()));
+        for version in [&[][..], &[("sec-websocket-version", "8")], &[V13, V13]] {
+            assert_eq!(
+                connect(version),
+                Err(Refusal::UnsupportedVersion),
+                "{version:?}"
+            );
+        }
+        // A GET over HTTP/2 is not a handshake of either kind.
+        assert!(check_handshake(&Method::GET, Version::HTTP_2, &headers(&[KEY, V13])).is_err());
+        assert_eq!(accept_status(Version::HTTP_2), StatusCode::OK);
+        assert_eq!(
+            accept_status(Version::HTTP_11),
+            StatusCode::SWITCHING_PROTOCOLS
+        );
+    }
+
+    #[test]
+    fn the_h2_answer_has_no_upgrade_fields() {
+        let h = negotiated_headers(Some("chat"), Some("permessage-deflate")).unwrap();
+        assert_eq!(h[SEC_WEBSOCKET_PROTOCOL], "chat");
+        assert_eq!(h[SEC_WEBSOCKET_EXTENSIONS], "permessage-deflate");
+        for name in [UPGRADE, CONNECTION, SEC_WEBSOCKET_ACCEPT] {
+            assert!(!h.contains_key(&name), "{name}");
+        }
+        assert!(negotiated_headers(Some("bad\r\nvalue"), None).is_err());
     }
 
     #[test]

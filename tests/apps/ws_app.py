@@ -155,12 +155,12 @@ async def ws_deny(scope, receive, send, query):
 
 
 async def ws_deny_response(scope, receive, send, query):
-    """The denial-response extension: 418 with a body sent in two messages."""
+    """The denial-response extension: 418 (or ``status``) with a body sent in two messages."""
     await receive()
     await send(
         {
             "type": "websocket.http.response.start",
-            "status": 418,
+            "status": int(qparam(query, "status", "418")),
             "headers": [(b"content-type", b"text/plain"), (b"x-denied", b"yes")],
         }
     )

@@ -75,6 +75,9 @@ class H2Client(SocketOwner):
             self.conn.update_settings(settings)
         self.streams = {}
         self.terminated = None  # the ConnectionTerminated event once the server sent GOAWAY
+        self.settings_received = False  # whether the server's first SETTINGS arrived
+        # Streams whose window we do not give back (a slow reader); the connection's we do.
+        self.held = {}  # stream id -> bytes not given back yet
         self.closed = False
         self.flush()
 
@@ -138,6 +141,17 @@ class H2Client(SocketOwner):
             self.conn.end_stream(sid)
             self.flush()
 
+    def hold(self, sid):
+        """Stop giving ``sid``'s window back, as a client that does not read it would."""
+        self.held.setdefault(sid, 0)
+
+    def release(self, sid):
+        """Give ``sid``'s window back again, all that it used meanwhile."""
+        used = self.held.pop(sid, 0)
+        if used > 0:
+            self.conn.increment_flow_control_window(used, stream_id=sid)
+            self.flush()
+
     def reset(self, sid, code=h2.errors.ErrorCodes.CANCEL):
         self.conn.reset_stream(sid, error_code=code)
         self.flush()
@@ -164,7 +178,12 @@ class H2Client(SocketOwner):
         elif isinstance(event, h2.events.DataReceived):
             stream.data += event.data
             # Give the window back at once: the tests measure the server, not us.
-            self.conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
+            if event.stream_id in self.held:
+                if event.flow_controlled_length:
+                    self.held[event.stream_id] += event.flow_controlled_length
+                    self.conn.increment_flow_control_window(event.flow_controlled_length)
+            else:
+                self.conn.acknowledge_received_data(event.flow_controlled_length, event.stream_id)
         elif isinstance(event, h2.events.TrailersReceived):
             stream.trailers = list(event.headers)
         elif isinstance(event, h2.events.StreamEnded):
@@ -174,6 +193,8 @@ class H2Client(SocketOwner):
                 stream.reset = event.error_code
         elif isinstance(event, h2.events.ConnectionTerminated):
             self.terminated = event
+        elif isinstance(event, h2.events.RemoteSettingsChanged):
+            self.settings_received = True
 
     def wait(self, *sids, timeout=20.0):
         """Read until every stream in ``sids`` has ended or been reset."""

@@ -89,7 +89,77 @@ class HandshakeFailed(AssertionError):
         self.rest = rest
 
 
-class RawWebSocket(BufferedSocket):
+class WebSocketFrames:
+    """Hand-built frames over a byte transport, whatever carries it: a subclass gives ``buf``
+    (bytes received, not yet taken), ``send_raw``, ``_need(n)`` (wait until ``buf`` holds n
+    bytes, EOFError at the end) and ``set_timeout``, and ``response_headers``."""
+
+    response_headers = ()
+
+    def header(self, name):
+        for n, v in self.response_headers:
+            if n == name:
+                return v
+        return None
+
+    def send_frame(self, opcode, payload=b"", **kwargs):
+        self.send_raw(encode_frame(opcode, payload, **kwargs))
+
+    def send_text(self, text):
+        self.send_frame(TEXT, text.encode("utf-8"))
+
+    def send_close(self, code=1000, reason=""):
+        self.send_frame(CLOSE, close_payload(code, reason) if code is not None else b"")
+
+    def recv_frame(self, timeout=None):
+        """The next frame; raises EOFError at EOF, socket.timeout when nothing comes."""
+        if timeout is not None:
+            self.set_timeout(timeout)
+        self._need(2)
+        b0, b1 = self.buf[0], self.buf[1]
+        n = b1 & 0x7F
+        pos = 2
+        if n == 126:
+            self._need(4)
+            n = struct.unpack("!H", bytes(self.buf[2:4]))[0]
+            pos = 4
+        elif n == 127:
+            self._need(10)
+            n = struct.unpack("!Q", bytes(self.buf[2:10]))[0]
+            pos = 10
+        masked = bool(b1 & 0x80)
+        key = b""
+        if masked:
+            self._need(pos + 4)
+            key = bytes(self.buf[pos : pos + 4])
+            pos += 4
+        self._need(pos + n)
+        payload = bytes(self.buf[pos : pos + n])
+        del self.buf[: pos + n]
+        if masked:
+            payload = mask_bytes(payload, key)
+        return Frame(bool(b0 & 0x80), (b0 >> 4) & 7, b0 & 0x0F, payload, masked)
+
+    def recv_until(self, opcodes, timeout=10.0):
+        """Skip frames until one whose opcode is in ``opcodes``; returns (frame, skipped)."""
+        deadline = time.monotonic() + timeout
+        skipped = []
+        while True:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise socket.timeout("no frame with opcode in %r; got %r" % (opcodes, skipped))
+            frame = self.recv_frame(timeout=remaining)
+            if frame.opcode in opcodes:
+                return frame, skipped
+            skipped.append(frame)
+
+    def expect_close(self, timeout=10.0):
+        """Read until a close frame arrives (other frames skipped); returns it."""
+        frame, _ = self.recv_until((CLOSE,), timeout)
+        return frame
+
+
+class RawWebSocket(BufferedSocket, WebSocketFrames):
     """A socket after a manual WebSocket handshake; ``recv_frame`` returns one frame."""
 
     recv_size = 1 << 20
@@ -135,75 +205,16 @@ class RawWebSocket(BufferedSocket):
         if accept != expected:
             raise AssertionError("bad Sec-WebSocket-Accept %r (expected %r)" % (accept, expected))
 
-    def header(self, name):
-        for n, v in self.response_headers:
-            if n == name:
-                return v
-        return None
-
     # ------------------------------------------------------------ I/O
     def _need(self, n):
         if not self.need(n):
             raise EOFError("connection closed with %d of %d bytes" % (len(self.buf), n))
 
+    def set_timeout(self, timeout):
+        self.sock.settimeout(timeout)
+
     def send_raw(self, data):
         self.sock.sendall(data)
-
-    def send_frame(self, opcode, payload=b"", **kwargs):
-        self.sock.sendall(encode_frame(opcode, payload, **kwargs))
-
-    def send_text(self, text):
-        self.send_frame(TEXT, text.encode("utf-8"))
-
-    def send_close(self, code=1000, reason=""):
-        self.send_frame(CLOSE, close_payload(code, reason) if code is not None else b"")
-
-    def recv_frame(self, timeout=None):
-        """The next frame; raises EOFError at EOF, socket.timeout when nothing comes."""
-        if timeout is not None:
-            self.sock.settimeout(timeout)
-        self._need(2)
-        b0, b1 = self.buf[0], self.buf[1]
-        n = b1 & 0x7F
-        pos = 2
-        if n == 126:
-            self._need(4)
-            n = struct.unpack("!H", bytes(self.buf[2:4]))[0]
-            pos = 4
-        elif n == 127:
-            self._need(10)
-            n = struct.unpack("!Q", bytes(self.buf[2:10]))[0]
-            pos = 10
-        masked = bool(b1 & 0x80)
-        key = b""
-        if masked:
-            self._need(pos + 4)
-            key = bytes(self.buf[pos : pos + 4])
-            pos += 4
-        self._need(pos + n)
-        payload = bytes(self.buf[pos : pos + n])
-        del self.buf[: pos + n]
-        if masked:
-            payload = mask_bytes(payload, key)
-        return Frame(bool(b0 & 0x80), (b0 >> 4) & 7, b0 & 0x0F, payload, masked)
-
-    def recv_until(self, opcodes, timeout=10.0):
-        """Skip frames until one whose opcode is in ``opcodes``; returns (frame, skipped)."""
-        deadline = time.monotonic() + timeout
-        skipped = []
-        while True:
-            remaining = deadline - time.monotonic()
-            if remaining <= 0:
-                raise socket.timeout("no frame with opcode in %r; got %r" % (opcodes, skipped))
-            frame = self.recv_frame(timeout=remaining)
-            if frame.opcode in opcodes:
-                return frame, skipped
-            skipped.append(frame)
-
-    def expect_close(self, timeout=10.0):
-        """Read until a close frame arrives (other frames skipped); returns it."""
-        frame, _ = self.recv_until((CLOSE,), timeout)
-        return frame
 
     def closed_by_peer(self, timeout=5.0):
         """True if the server closes the TCP connection within ``timeout`` s (data discarded)."""
