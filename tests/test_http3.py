@@ -7,6 +7,7 @@ import asyncio
 import hashlib
 import json
 import signal
+import ssl
 import subprocess
 
 import httpx
@@ -224,7 +225,7 @@ def test_malformed_request_resets_its_stream(server, c, head):
 
 
 def test_alt_svc_on_tcp(server, c):
-    with httpx.Client(verify=c.ca_pem, http2=False) as http:
+    with httpx.Client(verify=ssl.create_default_context(cafile=c.ca_pem)) as http:
         response = http.get("https://localhost:%d/" % server.port)
     assert response.status_code == 200
     assert response.headers["alt-svc"] == 'h3=":%d"; ma=86400' % server.port

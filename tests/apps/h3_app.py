@@ -60,7 +60,8 @@ async def app(scope, receive, send):
             "tls_version": tls.get("tls_version"),
             "server_cert": bool(tls.get("server_cert")),
         }
-        await _respond(send, 200, json.dumps(report).encode(), [(b"content-type", b"application/json")])
+        headers = [(b"content-type", b"application/json")]
+        await _respond(send, 200, json.dumps(report).encode(), headers)
     elif path == "/echo":
         body = await _read_body(receive)
         digest = hashlib.sha256(body or b"").hexdigest().encode()
@@ -86,11 +87,16 @@ async def app(scope, receive, send):
                 "trailers": True,
             }
         )
-        await send({"type": "http.response.body", "body": b"body", "more_body": True})
+        await send({"type": "http.response.body", "body": b"body"})
         await send(
-            {"type": "http.response.trailers", "headers": [(b"x-checksum", b"abc")], "more_trailers": False}
+            {
+                "type": "http.response.trailers",
+                "headers": [(b"x-checksum", b"abc")],
+                "more_trailers": False,
+            }
         )
     elif path == "/cancel-me":
+        await _read_body(receive)  # so that the next receive() can only be the disconnect
         await send({"type": "http.response.start", "status": 200, "headers": []})
         error = None
         try:

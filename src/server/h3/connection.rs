@@ -53,6 +53,9 @@ pub(crate) async fn serve_connection(
     ));
     let mut h3 = match h3::server::builder()
         .max_field_section_size(shared.config.max_header_size as u64)
+        // No reserved "grease" frame at the end of the first response stream: aioquic (Python's
+        // HTTP/3 client) then never reports that stream as ended.
+        .send_grease(false)
         .build::<_, Bytes>(h3_quinn::Connection::new(quic.clone()))
         .await
     {
