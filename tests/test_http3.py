@@ -276,3 +276,17 @@ def test_workers_each_serve_http3(server_factory, c):
         return results
 
     assert all(ex.status == 200 and bytes(ex.body) == b"hello h3" for ex in run(main()))
+
+
+def test_body_limit_applies(server_factory, c):
+    server = server_factory(APP, "--http3", "--limit-request-body", "1000", *tls_flags(c))
+
+    async def main():
+        async with h3client.h3_connect(server.port, c.ca_pem) as client:
+            refused = await client.request("POST", "/echo", body=b"z" * 5000)
+            fine = await client.request("POST", "/echo", body=b"z" * 500)
+            return refused, fine
+
+    refused, fine = run(main())
+    assert refused.status == 413
+    assert fine.status == 200 and len(fine.body) == 500
