@@ -37,9 +37,7 @@ H3LOAD_DIR = os.path.join(HERE, "h3load")
 
 
 def build_h3load():
-    subprocess.run(
-        ["cargo", "build", "--release", "--quiet"], cwd=H3LOAD_DIR, check=True
-    )
+    subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=H3LOAD_DIR, check=True)
     return os.path.join(H3LOAD_DIR, "target", "release", "h3load")
 
 
@@ -54,17 +52,42 @@ def cpu_seconds(pid):
 def server_argv(name, port, tls, hypercorn):
     if name.startswith("ferrocorn"):
         argv = [
-            sys.executable, "-m", "ferrocorn", "h2_tls:app", "--app-dir", HERE,
-            "--host", "127.0.0.1", "--port", str(port), "--no-access-log",
-            "--log-level", "warning", "--ssl-certfile", tls[0], "--ssl-keyfile", tls[1],
+            sys.executable,
+            "-m",
+            "ferrocorn",
+            "h2_tls:app",
+            "--app-dir",
+            HERE,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-access-log",
+            "--log-level",
+            "warning",
+            "--ssl-certfile",
+            tls[0],
+            "--ssl-keyfile",
+            tls[1],
         ]
         if name == "ferrocorn-h3":
             argv.append("--http3")
         return argv
     return [
-        hypercorn, "--bind", f"127.0.0.1:{port}", "--quic-bind", f"127.0.0.1:{port}",
-        "--workers", "1", "--log-level", "warning", "--certfile", tls[0],
-        "--keyfile", tls[1], "h2_tls:app",
+        hypercorn,
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--quic-bind",
+        f"127.0.0.1:{port}",
+        "--workers",
+        "1",
+        "--log-level",
+        "warning",
+        "--certfile",
+        tls[0],
+        "--keyfile",
+        tls[1],
+        "h2_tls:app",
     ]
 
 
@@ -72,8 +95,16 @@ def run_h3load(h3load, port, cert, args):
     out = subprocess.run(
         pinned(
             [
-                h3load, "--port", str(port), "--ca", cert, "--connections",
-                str(args.connections), "--streams", str(args.streams), "--duration",
+                h3load,
+                "--port",
+                str(port),
+                "--ca",
+                cert,
+                "--connections",
+                str(args.connections),
+                "--streams",
+                str(args.streams),
+                "--duration",
                 str(args.duration),
             ],
             CLIENT_CPU,

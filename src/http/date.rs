@@ -8,7 +8,7 @@ use http::HeaderValue;
 thread_local! {
     /// (the second it was made for, the value): one per tokio thread, no lock.
     static CACHED: RefCell<(u64, HeaderValue)> =
-        RefCell::new((u64::MAX, HeaderValue::from_static("")));
+        const { RefCell::new((u64::MAX, HeaderValue::from_static(""))) };
 }
 
 /// The current time as an IMF-fixdate (RFC 9110 §5.6.7).

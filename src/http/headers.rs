@@ -51,7 +51,10 @@ pub(crate) fn h3_request_is_malformed(
     let incomplete = if method == http::Method::CONNECT {
         uri.authority().is_none()
     } else {
-        uri.scheme().is_none() || uri.path_and_query().is_none_or(|pq| pq.as_str().is_empty())
+        uri.scheme().is_none()
+            || !uri
+                .path_and_query()
+                .is_some_and(|pq| !pq.as_str().is_empty())
     };
     incomplete
         || CONNECTION_SPECIFIC
