@@ -35,17 +35,18 @@ fn parse_args() -> Result<Args, String> {
     let mut it = std::env::args().skip(1);
     while let Some(flag) = it.next() {
         let value = it.next().ok_or(format!("{flag} needs a value"))?;
-        let bad = |_| format!("bad value for {flag}: {value}");
+        let bad = || format!("bad value for {flag}: {value}");
         match flag.as_str() {
             "--host" => args.host = value.clone(),
-            "--port" => args.port = value.parse().map_err(bad)?,
+            "--port" => args.port = value.parse().map_err(|_| bad())?,
             "--name" => args.name = value.clone(),
             "--ca" => args.ca = value.clone(),
             "--path" => args.path = value.clone(),
-            "--connections" => args.connections = value.parse().map_err(bad)?,
-            "--streams" => args.streams = value.parse().map_err(bad)?,
+            "--connections" => args.connections = value.parse().map_err(|_| bad())?,
+            "--streams" => args.streams = value.parse().map_err(|_| bad())?,
             "--duration" => {
-                args.duration = Duration::from_secs_f64(value.parse().map_err(|_| bad(()))?)
+                let secs: f64 = value.parse().map_err(|_| bad())?;
+                args.duration = Duration::from_secs_f64(secs)
             }
             _ => return Err(format!("unknown flag {flag}")),
         }
