@@ -22,8 +22,6 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.dirname(HERE))
 
-from tests.support.tls_certs import certs  # noqa: E402
-
 from h2_tls import (  # noqa: E402
     CLIENT_CPU,
     SERVER_CPU,
@@ -33,6 +31,8 @@ from h2_tls import (  # noqa: E402
     run_h2load,
     wait_port,
 )
+
+from tests.support.tls_certs import certs  # noqa: E402
 
 H3LOAD_DIR = os.path.join(HERE, "h3load")
 
