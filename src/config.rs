@@ -46,6 +46,13 @@ impl Default for Http2Settings {
 }
 use crate::ws::WsConfig;
 
+/// `--http3-*`.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Http3Settings {
+    /// Request streams a client may have open at once (QUIC's bidirectional stream limit).
+    pub(crate) max_concurrent_streams: u32,
+}
+
 /// `--path-policy`: the body limits of requests under a path prefix, already resolved
 /// against the global ones (a key the policy does not set has the global value).
 #[derive(Clone, Debug, PartialEq)]
@@ -115,6 +122,8 @@ pub(crate) struct ServerConfig {
     pub(crate) path_policies: Vec<PathPolicy>,
     pub(crate) http: HttpMode,
     pub(crate) http2: Http2Settings,
+    /// `--http3`: served on the UDP socket at the TCP address (server/h3/); None when off.
+    pub(crate) http3: Option<Http3Settings>,
     /// Serve TLS on every listener when set.
     pub(crate) tls: Option<Arc<TlsServer>>,
     /// `--proxy-protocol` (None: off, no header is looked for).
@@ -172,6 +181,7 @@ impl Default for ServerConfig {
             path_policies: Vec::new(),
             http: HttpMode::Auto,
             http2: Http2Settings::default(),
+            http3: None,
             tls: None,
             proxy_protocol: None,
             ws: WsConfig::default(),

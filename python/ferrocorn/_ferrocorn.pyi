@@ -180,12 +180,16 @@ class Core:
         forwarded_runner: Callable[[Any, dict[str, Any], Any], Awaitable[None]] | None = None,
         state: dict[str, Any] | None = None,
         access_log: tuple[int, bool, bool] | None = None,
+        http3_port: int | None = None,
     ) -> Self:
         """``config``: a validated ``ferrocorn.Config``; the core reads its attributes
         (src/core/options.rs).  ``access_log``: (fd, colour, json) when the core writes the default
-        access line to that descriptor itself (``_access_fastpath.py``)."""
+        access line to that descriptor itself (``_access_fastpath.py``).  ``http3_port``: the
+        UDP port of ``--http3``, which TCP responses advertise in ``Alt-Svc``."""
     def listen_tcp(self, fd: int) -> None:
         """Serve a bound, listening TCP socket; the core takes ownership of ``fd``."""
+    def listen_udp(self, fd: int) -> None:
+        """Serve HTTP/3 (QUIC) on a bound UDP socket; the core takes ownership of ``fd``."""
     def listen_unix(self, fd: int, path: str) -> None:
         """Serve a bound, listening Unix socket; the core takes ownership of ``fd``."""
     def start(self) -> None:

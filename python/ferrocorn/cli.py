@@ -107,6 +107,7 @@ _SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "http2_keep_alive_timeout",
         ),
     ),
+    ("HTTP/3", ("http3", "http3_max_concurrent_streams")),
     ("Logging", ("log_level", "log_config", "log_format", "access_log", "access_log_format")),
     ("Proxy", ("proxy_headers", "forwarded_allow_ips")),
     ("Metrics", ("metrics", "metrics_host", "metrics_port")),
@@ -545,6 +546,20 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     type=float,
     default=_DEFAULTS["http2_keep_alive_timeout"],
     help="Close the connection when a PING is not answered within this many seconds.",
+)
+# HTTP/3
+@_option(
+    "--http3/--no-http3",
+    default=_DEFAULTS["http3"],
+    help="Also serve HTTP/3 (QUIC) on UDP at the same host and port (needs --ssl-certfile); "
+    "HTTP/1.1 and HTTP/2 responses then advertise it with Alt-Svc.",
+)
+@_option(
+    "--http3-max-concurrent-streams",
+    type=int,
+    default=None,
+    help="Request streams a client may open at once on one HTTP/3 connection. "
+    "[default: --http2-max-concurrent-streams]",
 )
 # Logging
 @_option(

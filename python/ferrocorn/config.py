@@ -538,6 +538,8 @@ class Config:
         http2_max_header_list_size: int = 65536,
         http2_keep_alive_interval: float | None = None,
         http2_keep_alive_timeout: float = 20.0,
+        http3: bool = False,
+        http3_max_concurrent_streams: int | None = None,
         ws: str = "auto",
         ws_max_size: int = 16 * 1024 * 1024,
         ws_max_queue: int = 32,
@@ -775,6 +777,22 @@ class Config:
         self.http2_keep_alive_timeout = _check_seconds(
             "http2_keep_alive_timeout", http2_keep_alive_timeout, allow_zero=False
         )
+        # HTTP/3 over QUIC on a UDP socket at the TCP socket's address (src/server/h3/).
+        self.http3 = bool(http3)
+        self.http3_max_concurrent_streams = (
+            None
+            if http3_max_concurrent_streams is None
+            else _check_int(
+                "http3_max_concurrent_streams", http3_max_concurrent_streams, 1, 2**32 - 1
+            )
+        )
+        if self.http3 and self.ssl_certfile is None:
+            raise ConfigError(
+                "Option http3 requires ssl_certfile: QUIC is always encrypted (TLS 1.3), and "
+                "browsers use HTTP/3 only with a certificate they trust."
+            )
+        if self.http3 and self.uds is not None:
+            raise ConfigError("Option http3 needs a TCP address (host/port), not uds.")
         # The loaded rustls configuration (a ferrocorn._ferrocorn.TlsConfig); set by load().
         self.tls: Any = None
 
@@ -1097,6 +1115,25 @@ class Config:
                 raise
         except OSError as exc:
             raise ConfigError(f"Could not use file descriptor {fd}: {exc}") from exc
+        return sock
+
+    def bind_udp(self, address: tuple[Any, ...], reuse_port: bool = False) -> socket.socket:
+        """The UDP socket ``--http3`` serves QUIC on, at ``address`` (the TCP socket's).
+
+        ``reuse_port``: with ``SO_REUSEPORT``, as each worker binds its own (the kernel
+        spreads clients over them by address, so a connection's packets reach one worker).
+        """
+        host, port = address[0], address[1]
+        family = socket.AF_INET6 if ":" in host else socket.AF_INET
+        sock = socket.socket(family, socket.SOCK_DGRAM)
+        try:
+            if reuse_port:
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+            sock.bind(address)
+            sock.setblocking(False)
+        except OSError as exc:
+            sock.close()
+            raise ConfigError(f"Could not bind HTTP/3 to UDP {host}:{port}: {exc}") from exc
         return sock
 
     def _bind_unix(self, path: str) -> socket.socket:

@@ -42,6 +42,9 @@ _CANCEL_GRACE = 1.0
 
 
 class Server:
+    # A worker binds its --http3 UDP socket with SO_REUSEPORT, beside its siblings'.
+    _udp_reuse_port = False
+
     def __init__(self, config: Config) -> None:
         self.config = config
         self.should_exit = False
@@ -200,6 +203,13 @@ class Server:
                 proxy=ProxyHeadersMiddleware(config.loaded_app, config.trusted_hosts),
                 **wrapper_options,
             )
+        udp = None
+        if config.http3 and kind == "tcp":
+            try:
+                udp = config.bind_udp(sock.getsockname(), reuse_port=self._udp_reuse_port)
+            except ConfigError:
+                sock.close()
+                raise
         loop = asyncio.get_running_loop()
         core = Core(
             app,
@@ -210,6 +220,7 @@ class Server:
             forwarded_runner=forwarded_runner,
             state=state,
             access_log=fast_log.core_args() if fast_log is not None else None,
+            http3_port=udp.getsockname()[1] if udp is not None else None,
         )
         self._core_access_log = fast_log
         # The core owns the descriptor from here on; our socket object lets go of it.
@@ -218,6 +229,8 @@ class Server:
             core.listen_unix(fd, str(self.bound_addresses[-1][0]))
         else:
             core.listen_tcp(fd)
+        if udp is not None:
+            core.listen_udp(udp.detach())
         core.start()
         self._core = core
         if config.is_ssl:

@@ -43,6 +43,8 @@ class WorkerServer(Server):
     """A ``Server`` that talks to the supervisor through a pipe instead of printing the address
     (the supervisor printed it once) and of exiting at the request limit."""
 
+    _udp_reuse_port = True
+
     def __init__(
         self,
         config: Config,

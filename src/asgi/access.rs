@@ -88,11 +88,12 @@ impl AccessLog {
     }
 }
 
-/// "1.0", "1.1" or "2", as the access line and `access_info()` show the version.
+/// "1.0", "1.1", "2" or "3", as the access line and `access_info()` show the version.
 pub(crate) fn version_text(version: Version) -> &'static str {
     match version {
         Version::HTTP_10 => "1.0",
         Version::HTTP_2 => "2",
+        Version::HTTP_3 => "3",
         _ => "1.1",
     }
 }

@@ -555,7 +555,7 @@ impl HttpProtocol {
     ) -> PyResult<Py<PyAny>> {
         st.response_start(status, headers, trailers, self.ex.is_closed())
             .map_err(fault_error)?;
-        if trailers && self.line.trailers && self.line.version != Version::HTTP_2 {
+        if trailers && self.line.trailers && self.line.version < Version::HTTP_2 {
             self.chunk_for_trailers(py, st);
         }
         Ok(self.ctx.done.clone_ref(py))

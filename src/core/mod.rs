@@ -30,12 +30,26 @@ use tls_config::TlsConfig;
 
 enum PendingListener {
     Tcp(std::net::TcpListener),
+    /// `--http3`: the UDP socket at the TCP listener's address.
+    Quic(std::net::UdpSocket),
     Unix(std::os::unix::net::UnixListener, Arc<str>),
 }
 
 /// How long `stop_accepting` waits for the accept loops (they stop at their next poll; this
 /// only bounds a runtime that is stuck).
 const ACCEPT_LOOPS_STOP_LIMIT: Duration = Duration::from_secs(5);
+
+/// How long a client may remember that HTTP/3 is served (RFC 7838 `ma`, seconds).
+const ALT_SVC_MAX_AGE: u32 = 86_400;
+
+/// `Alt-Svc: h3=":PORT"; ma=...` (RFC 9114 §3.1.1): HTTP/3 on the same host, that UDP port.
+fn alt_svc(port: u16) -> (http::HeaderName, http::HeaderValue) {
+    let value = format!("h3=\":{port}\"; ma={ALT_SVC_MAX_AGE}");
+    (
+        http::header::ALT_SVC,
+        http::HeaderValue::from_str(&value).unwrap_or(http::HeaderValue::from_static("clear")),
+    )
+}
 
 /// The loop callback that hands batched wake-ups to tokio (see relay.rs).
 #[pyclass(frozen, module = "ferrocorn._ferrocorn")]
@@ -56,6 +70,8 @@ pub(crate) struct Core {
     shared: Arc<ServerShared>,
     runtime: Mutex<Option<IoRuntime>>,
     listeners: Mutex<Vec<PendingListener>>,
+    /// `--http3`'s endpoint once started, for certificate reloads.
+    quic: Mutex<Option<quinn::Endpoint>>,
     started: Mutex<bool>,
 }
 
@@ -77,7 +93,8 @@ impl Core {
     /// colour, json) when the core writes the default access line to that descriptor itself
     /// (asgi/access.rs), None when the runner logs through Python or nothing is logged.
     #[new]
-    #[pyo3(signature = (app, event_loop, runner, config, *, forwarded_app=None, forwarded_runner=None, state=None, access_log=None))]
+    /// `http3_port`: the UDP port `--http3` serves on, which responses on TCP advertise.
+    #[pyo3(signature = (app, event_loop, runner, config, *, forwarded_app=None, forwarded_runner=None, state=None, access_log=None, http3_port=None))]
     #[allow(clippy::too_many_arguments)]
     fn new(
         py: Python<'_>,
@@ -89,8 +106,14 @@ impl Core {
         forwarded_runner: Option<Py<PyAny>>,
         state: Option<Py<PyDict>>,
         access_log: Option<(i32, bool, bool)>,
+        http3_port: Option<u16>,
     ) -> PyResult<Self> {
-        let server_config = Arc::new(config.server_config(py)?);
+        let mut server_config = config.server_config(py)?;
+        if let Some(port) = http3_port {
+            // With the server's own headers (http/responses.rs): nothing to pay when off.
+            server_config.extra_headers.push(alt_svc(port));
+        }
+        let server_config = Arc::new(server_config);
         let wakeup = Arc::new(Wakeup::new().map_err(|e| PyOSError::new_err(e.to_string()))?);
         let parked = wakeup.clone();
         let runtime = IoRuntime::start(config.runtime_threads.max(1), move || parked.flush())
@@ -144,6 +167,7 @@ impl Core {
             shared,
             runtime: Mutex::new(Some(runtime)),
             listeners: Mutex::new(Vec::new()),
+            quic: Mutex::new(None),
             started: Mutex::new(false),
         })
     }
@@ -154,6 +178,15 @@ impl Core {
         let listener = unsafe { std::net::TcpListener::from_raw_fd(fd) };
         listener.set_nonblocking(true)?;
         lock(&self.listeners).push(PendingListener::Tcp(listener));
+        Ok(())
+    }
+
+    /// Takes ownership of `fd`, a bound UDP socket HTTP/3 is served on (`--http3`).
+    fn listen_udp(&self, fd: i32) -> PyResult<()> {
+        // SAFETY: as for listen_tcp.
+        let socket = unsafe { std::net::UdpSocket::from_raw_fd(fd) };
+        socket.set_nonblocking(true)?;
+        lock(&self.listeners).push(PendingListener::Quic(socket));
         Ok(())
     }
 
@@ -186,6 +219,12 @@ impl Core {
                 PendingListener::Tcp(l) => Listener::Tcp(tokio::net::TcpListener::from_std(l)?),
                 PendingListener::Unix(l, path) => {
                     Listener::Unix(tokio::net::UnixListener::from_std(l)?, path)
+                }
+                PendingListener::Quic(socket) => {
+                    let endpoint = crate::server::h3::listener::endpoint(socket, &this.shared)
+                        .map_err(PyValueError::new_err)?;
+                    *lock(&this.quic) = Some(endpoint.clone());
+                    Listener::Quic(endpoint)
                 }
             });
         }
@@ -255,7 +294,11 @@ impl Core {
         match &self.shared.config.tls {
             Some(server) => {
                 server.replace(&tls.loaded);
-                Ok(())
+                match lock(&self.quic).as_ref() {
+                    Some(endpoint) => crate::server::h3::listener::reload(endpoint, &self.shared)
+                        .map_err(PyValueError::new_err),
+                    None => Ok(()),
+                }
             }
             None => Err(PyValueError::new_err(
                 "this server does not serve TLS: nothing to reload",

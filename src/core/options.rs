@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 
 use super::seconds::seconds;
 use super::tls_config::TlsConfig;
-use crate::config::{Http2Settings, HttpMode, PathPolicy, ServerConfig};
+use crate::config::{Http2Settings, Http3Settings, HttpMode, PathPolicy, ServerConfig};
 use crate::http::headers::{response_header_name, response_header_value};
 use crate::proxy_protocol::{ProxyProtocol, TrustedPeers, Versions};
 use crate::server::connection::alpn_protocols;
@@ -59,6 +59,9 @@ pub(crate) struct Options {
     http2_max_header_list_size: u32,
     http2_keep_alive_interval: Option<f64>,
     http2_keep_alive_timeout: Option<f64>,
+    http3: bool,
+    /// None: the same as `http2_max_concurrent_streams`.
+    http3_max_concurrent_streams: Option<u32>,
     ws: String,
     ws_max_size: usize,
     ws_max_queue: usize,
@@ -125,6 +128,11 @@ impl Options {
                 .collect::<PyResult<_>>()?,
             http,
             http2,
+            http3: self.http3.then(|| Http3Settings {
+                max_concurrent_streams: self
+                    .http3_max_concurrent_streams
+                    .unwrap_or(self.http2_max_concurrent_streams),
+            }),
             tls,
             proxy_protocol: self.proxy_protocol()?,
             ws: WsConfig {

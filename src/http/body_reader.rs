@@ -15,10 +15,59 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use http::StatusCode;
-use http_body::{Body, Frame};
+use http_body::{Body, Frame, SizeHint};
 use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
+
+/// A request body as a protocol delivers it: hyper's (HTTP/1.1, HTTP/2), or another
+/// protocol's adapter (HTTP/3's over its QUIC stream). One branch per poll, no box for
+/// hyper's bodies.
+pub(crate) enum InBody {
+    Hyper(Incoming),
+    Other(Pin<Box<dyn Body<Data = Bytes, Error = BodyFault> + Send>>),
+}
+
+/// A body that cannot be read on: broken framing, a reset, a lost connection.
+#[derive(Debug)]
+pub(crate) struct BodyFault;
+
+impl From<Incoming> for InBody {
+    fn from(body: Incoming) -> Self {
+        InBody::Hyper(body)
+    }
+}
+
+impl Body for InBody {
+    type Data = Bytes;
+    type Error = BodyFault;
+
+    fn poll_frame(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<Option<Result<Frame<Bytes>, BodyFault>>> {
+        match self.get_mut() {
+            InBody::Hyper(body) => Pin::new(body)
+                .poll_frame(cx)
+                .map(|polled| polled.map(|frame| frame.map_err(|_| BodyFault))),
+            InBody::Other(body) => body.as_mut().poll_frame(cx),
+        }
+    }
+
+    fn is_end_stream(&self) -> bool {
+        match self {
+            InBody::Hyper(body) => body.is_end_stream(),
+            InBody::Other(body) => body.is_end_stream(),
+        }
+    }
+
+    fn size_hint(&self) -> SizeHint {
+        match self {
+            InBody::Hyper(body) => body.size_hint(),
+            InBody::Other(body) => body.size_hint(),
+        }
+    }
+}
 
 /// Why the server stopped reading a request body.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,7 +119,7 @@ pub(crate) trait BodyWatch: Send + Sync {
 }
 
 pub(crate) struct BodyReader {
-    body: Incoming,
+    body: InBody,
     limit: Option<u64>,
     received: u64,
     timeout: Option<Duration>,
@@ -78,7 +127,7 @@ pub(crate) struct BodyReader {
     watch: Option<Arc<dyn BodyWatch>>,
 }
 
-type Polled = Option<Result<Frame<Bytes>, hyper::Error>>;
+type Polled = Option<Result<Frame<Bytes>, BodyFault>>;
 
 impl Drop for BodyReader {
     fn drop(&mut self) {
@@ -87,9 +136,13 @@ impl Drop for BodyReader {
 }
 
 impl BodyReader {
-    pub(crate) fn new(body: Incoming, limit: Option<u64>, timeout: Option<Duration>) -> Self {
+    pub(crate) fn new(
+        body: impl Into<InBody>,
+        limit: Option<u64>,
+        timeout: Option<Duration>,
+    ) -> Self {
         BodyReader {
-            body,
+            body: body.into(),
             limit,
             received: 0,
             timeout,

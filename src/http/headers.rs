@@ -39,6 +39,52 @@ pub(crate) fn h2_request_is_malformed(
     })
 }
 
+/// RFC 9114 §4.2 and §4.3.1 checks the h3 crate leaves to us (it checks the pseudo-header
+/// names, lowercase field names and the authority): a request needs `:scheme` and `:path`
+/// (CONNECT: `:authority` instead), carries no connection-specific field and no `TE` but
+/// "trailers", and its values obey the same whitespace rule as HTTP/2's.
+pub(crate) fn h3_request_is_malformed(
+    method: &http::Method,
+    uri: &http::Uri,
+    headers: &HeaderMap,
+) -> bool {
+    let incomplete = if method == http::Method::CONNECT {
+        uri.authority().is_none()
+    } else {
+        uri.scheme().is_none()
+            || !uri
+                .path_and_query()
+                .is_some_and(|pq| !pq.as_str().is_empty())
+    };
+    incomplete
+        || CONNECTION_SPECIFIC
+            .iter()
+            .any(|name| headers.contains_key(*name))
+        || headers
+            .get_all(TE)
+            .iter()
+            .any(|value| !value.as_bytes().eq_ignore_ascii_case(b"trailers"))
+        || h2_request_is_malformed(method, uri, headers)
+}
+
+/// The fields HTTP/2 and HTTP/3 forbid (RFC 9113 §8.2.2, RFC 9114 §4.2): they describe one
+/// HTTP/1.1 connection.
+const CONNECTION_SPECIFIC: [&str; 5] = [
+    "connection",
+    "keep-alive",
+    "proxy-connection",
+    "transfer-encoding",
+    "upgrade",
+];
+
+/// Removes from a response what an HTTP/3 message must not carry (hyper does this for
+/// HTTP/2).
+pub(crate) fn strip_connection_headers(headers: &mut HeaderMap) {
+    for name in CONNECTION_SPECIFIC {
+        headers.remove(name);
+    }
+}
+
 pub(crate) fn expects_continue(headers: &HeaderMap) -> bool {
     headers
         .get(EXPECT)
@@ -46,13 +92,13 @@ pub(crate) fn expects_continue(headers: &HeaderMap) -> bool {
 }
 
 /// Whether response trailers can reach this request's client, so `http.response.trailers`
-/// is advertised: always on HTTP/2; on HTTP/1.1 only when the request says `TE: trailers`
+/// is advertised: always on HTTP/2 and HTTP/3; on HTTP/1.1 only when the request says `TE: trailers`
 /// (RFC 9110 §10.1.4), the same test hyper's HTTP/1 server makes before it writes a
 /// trailer section (a `trailers` token in any `TE` line, case-insensitive); never on
 /// HTTP/1.0, which has no chunked framing to carry them.
 pub(crate) fn trailers_reach_client(version: Version, headers: &HeaderMap) -> bool {
     match version {
-        Version::HTTP_2 => true,
+        Version::HTTP_2 | Version::HTTP_3 => true,
         Version::HTTP_11 => headers.get_all(TE).iter().any(|value| {
             value.to_str().is_ok_and(|line| {
                 line.split(',')
@@ -98,6 +144,61 @@ pub(crate) fn add_host_from_authority(head: &mut http::request::Parts) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn h3_malformed(method: &str, uri: &str, fields: &[(&str, &str)]) -> bool {
+        let mut headers = HeaderMap::new();
+        for (name, value) in fields {
+            headers.append(
+                HeaderName::from_bytes(name.as_bytes()).unwrap(),
+                HeaderValue::from_str(value).unwrap(),
+            );
+        }
+        let method = http::Method::from_bytes(method.as_bytes()).unwrap();
+        h3_request_is_malformed(&method, &uri.parse().unwrap(), &headers)
+    }
+
+    #[test]
+    fn h3_requests_need_scheme_and_path_and_no_connection_fields() {
+        assert!(!h3_malformed("GET", "https://example.com/a?b", &[]));
+        assert!(!h3_malformed(
+            "GET",
+            "https://example.com/",
+            &[("te", "trailers")]
+        ));
+        assert!(h3_malformed("GET", "//example.com/", &[]));
+        assert!(h3_malformed(
+            "GET",
+            "https://example.com/",
+            &[("connection", "close")]
+        ));
+        assert!(h3_malformed(
+            "GET",
+            "https://example.com/",
+            &[("transfer-encoding", "chunked")]
+        ));
+        assert!(h3_malformed(
+            "GET",
+            "https://example.com/",
+            &[("te", "gzip")]
+        ));
+        assert!(h3_malformed(
+            "GET",
+            "https://example.com/",
+            &[("x-a", " padded")]
+        ));
+        assert!(!h3_malformed("CONNECT", "example.com:443", &[]));
+    }
+
+    #[test]
+    fn strips_connection_fields_from_responses() {
+        let mut headers = HeaderMap::new();
+        headers.insert("connection", HeaderValue::from_static("close"));
+        headers.insert("keep-alive", HeaderValue::from_static("5"));
+        headers.insert("x-kept", HeaderValue::from_static("1"));
+        strip_connection_headers(&mut headers);
+        assert_eq!(headers.len(), 1);
+        assert!(headers.contains_key("x-kept"));
+    }
 
     fn te(lines: &[&'static str]) -> HeaderMap {
         let mut map = HeaderMap::new();

@@ -1,8 +1,9 @@
 //! HTTP rules as plain Rust, used by the tokio side: request-head checks (`h1_request`,
 //! `headers`), reading a request body within its limits (`body_reader`), and the responses the
-//! server makes itself (`responses`). No threads, no Python.
+//! server makes itself (`responses`), HTTP/3's `Date` (`date`). No threads, no Python.
 
 pub(crate) mod body_reader;
+pub(crate) mod date;
 pub(crate) mod h1_request;
 pub(crate) mod h2_flood;
 pub(crate) mod header_order;

@@ -13,6 +13,8 @@ use crate::server::{AcceptLoopGuard, Lifecycle, ServerShared};
 pub(crate) enum Listener {
     Tcp(TcpListener),
     Unix(UnixListener, Arc<str>),
+    /// HTTP/3: its own accept loop (server/h3/listener.rs).
+    Quic(quinn::Endpoint),
 }
 
 /// Accept errors such as EMFILE are transient: back off briefly instead of spinning or dying.
@@ -25,6 +27,12 @@ pub(crate) async fn accept_loop(
     shared: Arc<ServerShared>,
     _registered: AcceptLoopGuard,
 ) {
+    let listener = match listener {
+        Listener::Quic(endpoint) => {
+            return crate::server::h3::listener::accept_loop(endpoint, shared, _registered).await
+        }
+        other => other,
+    };
     let mut lifecycle = shared.lifecycle.subscribe();
     loop {
         if *lifecycle.borrow_and_update() >= Lifecycle::StopAccepting {
@@ -58,6 +66,7 @@ async fn accept_one(listener: &Listener, shared: &Arc<ServerShared>) -> std::io:
                 shared,
             );
         }
+        Listener::Quic(_) => std::future::pending().await,
         Listener::Unix(l, path) => {
             let (stream, _) = l.accept().await?;
             start_connection(

@@ -8,6 +8,7 @@ pub(crate) mod connection;
 pub(crate) mod cork;
 pub(crate) mod detect;
 pub(crate) mod h2_guard;
+pub(crate) mod h3;
 pub(crate) mod handshake;
 pub(crate) mod http10;
 pub(crate) mod idle;

@@ -21,7 +21,7 @@ use crate::bridge::http_state::{BufferLimits, HttpState, RequestBody};
 use crate::bridge::pending::{LocalAddr, PendingRequest};
 use crate::bridge::wakeup::{Event, LogText};
 use crate::config::{BodyLimits, ServerConfig};
-use crate::http::body_reader::{BodyError, BodyReader};
+use crate::http::body_reader::{BodyError, BodyReader, InBody};
 use crate::http::h1_request::check_head;
 use crate::http::header_order::{is_marked, strip_marker};
 use crate::http::headers::{
@@ -121,30 +121,13 @@ pub(crate) async fn handle_request(
     req: Request<Incoming>,
     conn: Arc<ConnCtx>,
 ) -> Result<Response<TrackedBody>, Infallible> {
-    let shared = &conn.shared;
     let arrived = Instant::now();
     // Before anything can answer it (a 503 included): its status line, if HTTP/1.0.
     conn.http10
         .request(req.version(), req.method() == Method::HEAD);
-    let in_flight = match shared.admit_request(|| is_websocket_request(&shared.config, &req)) {
-        Admit::Run => InFlight::new(conn.clone()),
-        Admit::Refused(reason) => {
-            return Ok(TrackedBody::new(unavailable(shared, reason), None, None))
-        }
-        Admit::Wait(queue) => {
-            // In flight from here: a waiting request keeps its connection busy (no keep-alive
-            // close, no parking), and dropping this (the client left) ends it like any other.
-            let mut in_flight = InFlight::new(conn.clone());
-            match queue.admit(shared.lifecycle.subscribe()).await {
-                Ok(slot) => in_flight.hold(slot),
-                Err(reason) => {
-                    shared.unavailable.count(reason);
-                    drop(in_flight);
-                    return Ok(TrackedBody::new(unavailable(shared, reason), None, None));
-                }
-            }
-            in_flight
-        }
+    let in_flight = match admit(&conn, || is_websocket_request(&conn.shared.config, &req)).await {
+        Ok(in_flight) => in_flight,
+        Err(refused) => return Ok(refused),
     };
     let version = req.version();
     let (mut response, body_failed) = respond(req, &conn, arrived).await;
@@ -159,6 +142,71 @@ pub(crate) async fn handle_request(
         response.body_mut().send_file_by_placeholder();
     }
     Ok(TrackedBody::new(response, Some(in_flight), body_failed))
+}
+
+/// HTTP/3's service (server/h3/): the request's head is checked already (RFC 9114 §4.2,
+/// §4.3), its body is the QUIC stream's adapter. No upgrades, no HTTP/1 framing rules.
+pub(crate) async fn handle_h3_request(
+    req: Request<InBody>,
+    conn: Arc<ConnCtx>,
+) -> Response<TrackedBody> {
+    let arrived = Instant::now();
+    let in_flight = match admit(&conn, || false).await {
+        Ok(in_flight) => in_flight,
+        Err(refused) => return refused,
+    };
+    let (response, body_failed) = match request_line_too_long(&req, &conn) {
+        Some(refused) => (refused, None),
+        None => {
+            let (head, body) = req.into_parts();
+            respond_http(head, body, &conn, arrived).await
+        }
+    };
+    let mut response = response;
+    // QPACK keeps no order across names: the marker (http::header_order) goes.
+    strip_marker(response.headers_mut());
+    TrackedBody::new(response, Some(in_flight), body_failed)
+}
+
+/// `--limit-concurrency` (and its queue): the request runs, or gets the server's 503.
+async fn admit(
+    conn: &Arc<ConnCtx>,
+    is_websocket: impl FnOnce() -> bool,
+) -> Result<InFlight, Response<TrackedBody>> {
+    let shared = &conn.shared;
+    match shared.admit_request(is_websocket) {
+        Admit::Run => Ok(InFlight::new(conn.clone())),
+        Admit::Refused(reason) => Err(TrackedBody::new(unavailable(shared, reason), None, None)),
+        Admit::Wait(queue) => {
+            // In flight from here: a waiting request keeps its connection busy (no keep-alive
+            // close, no parking), and dropping this (the client left) ends it like any other.
+            let mut in_flight = InFlight::new(conn.clone());
+            match queue.admit(shared.lifecycle.subscribe()).await {
+                Ok(slot) => {
+                    in_flight.hold(slot);
+                    Ok(in_flight)
+                }
+                Err(reason) => {
+                    shared.unavailable.count(reason);
+                    drop(in_flight);
+                    Err(TrackedBody::new(unavailable(shared, reason), None, None))
+                }
+            }
+        }
+    }
+}
+
+/// `--limit-request-line`: a request-target longer than that gets 414.
+fn request_line_too_long<B>(req: &Request<B>, conn: &ConnCtx) -> Option<Response<ResponseBody>> {
+    let limit = conn.shared.config.limit_request_line?;
+    let length = req.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
+    (length > limit).then(|| {
+        let why = format_args!(
+            "request-target of {length} bytes is longer than --limit-request-line \
+             ({limit} bytes)"
+        );
+        refuse(conn, StatusCode::URI_TOO_LONG, why)
+    })
 }
 
 /// An HTTP/1.1 upgrade, or an HTTP/2 extended CONNECT with `:protocol: websocket` (RFC
@@ -264,23 +312,16 @@ type Responded = (Response<ResponseBody>, Option<oneshot::Receiver<BodyError>>);
 async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>, arrived: Instant) -> Responded {
     let shared = &conn.shared;
     let config = &shared.config;
-    // The body's length as framed (None: chunked, or HTTP/2 without content-length).
-    let size = req.body().size_hint().exact();
     if req.version() != Version::HTTP_2 {
-        if let Some(problem) = check_head(req.version(), req.headers(), size.is_some()) {
+        // The body's length as framed (None: chunked).
+        let framed = req.body().size_hint().exact().is_some();
+        if let Some(problem) = check_head(req.version(), req.headers(), framed) {
             // The client's mistake, like hyper's own 400s: answered, not logged.
             return (ResponseBody::error(config, problem.status()), None);
         }
     }
-    if let Some(limit) = config.limit_request_line {
-        let length = req.uri().path_and_query().map_or(0, |pq| pq.as_str().len());
-        if length > limit {
-            let why = format_args!(
-                "request-target of {length} bytes is longer than --limit-request-line \
-                 ({limit} bytes)"
-            );
-            return (refuse(conn, StatusCode::URI_TOO_LONG, why), None);
-        }
+    if let Some(refused) = request_line_too_long(&req, conn) {
+        return (refused, None);
     }
     if req.version() == Version::HTTP_2
         && req.extensions().get::<hyper::ext::Protocol>().is_some()
@@ -299,8 +340,24 @@ async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>, arrived: Instant) 
             Err(refusal) => (refuse_websocket(conn, refusal), None),
         };
     }
-    let (mut head, body) = req.into_parts();
-    if head.version == Version::HTTP_2 {
+    let (head, body) = req.into_parts();
+    respond_http(head, InBody::Hyper(body), conn, arrived).await
+}
+
+/// An HTTP request of any version, past its protocol's checks: the body read or streamed,
+/// the request queued for the app, its response awaited.
+async fn respond_http(
+    mut head: http::request::Parts,
+    body: InBody,
+    conn: &Arc<ConnCtx>,
+    arrived: Instant,
+) -> Responded {
+    let shared = &conn.shared;
+    let config = &shared.config;
+    // The body's length as framed (None: chunked, or HTTP/2 and 3 without content-length).
+    let size = body.size_hint().exact();
+    let multiplexed = head.version >= Version::HTTP_2;
+    if multiplexed {
         add_host_from_authority(&mut head);
     }
     let expect_continue = expects_continue(&head.headers);
@@ -346,7 +403,7 @@ async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>, arrived: Instant) 
     let buffers = BufferLimits {
         response: config.limit_response_buffer,
         // HTTP/1.1 sends one response at a time: its own budget is the connection's.
-        connection: (head.version == Version::HTTP_2).then(|| conn.response_budget.clone()),
+        connection: multiplexed.then(|| conn.response_budget.clone()),
     };
     let exchange = Arc::new(Exchange::new(
         shared.wakeup.clone(),

@@ -1,0 +1,216 @@
+"""HTTP/3 throughput: ferrocorn ``--http3`` against hypercorn ``--quic-bind``, and ferrocorn's
+own HTTP/3 against its HTTP/2 on TLS, one worker each, in one run.
+
+The HTTP/3 load is ``benchmarks/h3load`` (our own small generator on quinn + h3; built here
+with ``cargo build --release`` in its own workspace), the HTTP/2 one h2load. The app is
+``h2_tls:app`` (a plaintext "Hello, World!"), the certificate a self-signed one (openssl).
+Each server runs pinned to CPU 0, the load generator to CPU 1; the server's CPU time is read
+from /proc around each run, giving CPU µs per request beside req/s. hypercorn needs aioquic
+in its environment (``--hypercorn PATH``, or benchmarks/.venv/bin/hypercorn).
+
+    python benchmarks/h3_bench.py [--duration 5] [--connections 4] [--streams 16]
+"""
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import time
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+sys.path.insert(0, os.path.dirname(HERE))
+
+from h2_tls import (  # noqa: E402
+    CLIENT_CPU,
+    SERVER_CPU,
+    find_tool,
+    free_port,
+    pinned,
+    run_h2load,
+    wait_port,
+)
+
+from tests.support.tls_certs import certs  # noqa: E402
+
+H3LOAD_DIR = os.path.join(HERE, "h3load")
+
+
+def build_h3load():
+    subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=H3LOAD_DIR, check=True)
+    return os.path.join(H3LOAD_DIR, "target", "release", "h3load")
+
+
+def process_tree(pid):
+    """``pid`` and its descendants (hypercorn serves from a child process)."""
+    pids, i = [pid], 0
+    while i < len(pids):
+        try:
+            for task in os.listdir(f"/proc/{pids[i]}/task"):
+                with open(f"/proc/{pids[i]}/task/{task}/children") as f:
+                    pids += [int(x) for x in f.read().split()]
+        except OSError:
+            pass
+        i += 1
+    return pids
+
+
+def cpu_seconds(pid):
+    """utime + stime of the process tree, in seconds."""
+    ticks = 0
+    for p in process_tree(pid):
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        ticks += int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def server_argv(name, port, tls, hypercorn):
+    if name.startswith("ferrocorn"):
+        argv = [
+            sys.executable,
+            "-m",
+            "ferrocorn",
+            "h2_tls:app",
+            "--app-dir",
+            HERE,
+            "--host",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--no-access-log",
+            "--log-level",
+            "warning",
+            "--ssl-certfile",
+            tls[0],
+            "--ssl-keyfile",
+            tls[1],
+        ]
+        if name == "ferrocorn-h3":
+            argv.append("--http3")
+        return argv
+    return [
+        hypercorn,
+        "--bind",
+        f"127.0.0.1:{port}",
+        "--quic-bind",
+        f"127.0.0.1:{port}",
+        "--workers",
+        "1",
+        "--log-level",
+        "warning",
+        "--certfile",
+        tls[0],
+        "--keyfile",
+        tls[1],
+        "h2_tls:app",
+    ]
+
+
+def run_h3load(h3load, port, cert, args):
+    out = subprocess.run(
+        pinned(
+            [
+                h3load,
+                "--port",
+                str(port),
+                "--ca",
+                cert,
+                "--connections",
+                str(args.connections),
+                "--streams",
+                str(args.streams),
+                "--duration",
+                str(args.duration),
+            ],
+            CLIENT_CPU,
+            args.pin,
+        ),
+        capture_output=True,
+        text=True,
+    )
+    try:
+        result = json.loads(out.stdout.strip().splitlines()[-1])
+    except (IndexError, ValueError):
+        return None, "h3load output not understood: " + (out.stdout + out.stderr)[-300:]
+    return result, ""
+
+
+def measure(name, load, tls, args, tools):
+    port = free_port()
+    proc = subprocess.Popen(
+        pinned(server_argv(name, port, tls, tools.get("hypercorn")), SERVER_CPU, args.pin),
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        cwd=HERE,
+    )
+    try:
+        wait_port(port, proc)
+        time.sleep(0.5)  # the UDP socket is bound right after the TCP one; let start-up end
+        before = cpu_seconds(proc.pid)
+        if load == "h3":
+            result, note = run_h3load(tools["h3load"], port, tls[2], args)
+            if result is None:
+                return None, note
+            requests, rps = result["requests"], result["rps"]
+            note = f"{result['failed']} failed" if result["failed"] else ""
+        else:
+            rps, note = run_h2load(f"https://127.0.0.1:{port}/", args)
+            if rps is None:
+                return None, note
+            requests = rps * args.duration
+        used = cpu_seconds(proc.pid) - before
+        return {"rps": rps, "cpu_us_per_req": used * 1e6 / max(requests, 1), "note": note}, ""
+    except RuntimeError as exc:
+        return None, str(exc)
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--duration", type=int, default=5)
+    parser.add_argument("--connections", type=int, default=4)
+    parser.add_argument("--streams", type=int, default=16)
+    parser.add_argument("--hypercorn", default=None)
+    parser.add_argument("--no-pin", dest="pin", action="store_false")
+    args = parser.parse_args()
+    tools = {"h3load": build_h3load(), "hypercorn": find_tool("hypercorn", args.hypercorn)}
+    runs = [("ferrocorn-h3", "h3"), ("ferrocorn-h2", "h2")]
+    if tools["hypercorn"]:
+        runs.append(("hypercorn-h3", "h3"))
+    else:
+        print("hypercorn not found: its HTTP/3 run is skipped", file=sys.stderr)
+    results = {}
+    # A CA-signed certificate: rustls (h3load) refuses a self-signed one as its own anchor.
+    c = certs()
+    tls = (c.path("server.pem"), c.path("server.key"), c.ca_pem)
+    for name, load in runs:
+        result, note = measure(name, load, tls, args, tools)
+        results[name] = result
+        shown = (
+            f"{result['rps']:10.0f} req/s  {result['cpu_us_per_req']:7.1f} CPU µs/req "
+            f"{result['note']}"
+            if result
+            else f"failed: {note}"
+        )
+        print(f"{name:14} {shown}", flush=True)
+    h3, h2, hyper = (results.get(k) for k in ("ferrocorn-h3", "ferrocorn-h2", "hypercorn-h3"))
+    if h3 and h2:
+        print(f"ferrocorn HTTP/3 / HTTP/2+TLS req/s: {h3['rps'] / h2['rps']:.2f}")
+    if h3 and hyper and hyper["rps"]:
+        print(f"ferrocorn / hypercorn HTTP/3 req/s: {h3['rps'] / hyper['rps']:.1f}x")
+    print(json.dumps(results))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,129 @@
+//! One QUIC connection serving HTTP/3: the handshake, h3's control streams, a task per
+//! request stream, and the end: GOAWAY when the server drains (the requests in flight
+//! finish), or when it has been idle for `--timeout-keep-alive`.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use h3::error::Code;
+use rustls_pki_types::CertificateDer;
+use tokio::task::JoinSet;
+
+use crate::bridge::pending::{ConnInfo, LocalAddr};
+use crate::server::conn_state::ConnCtx;
+use crate::server::cork::IoSignals;
+use crate::server::h3::request::serve_stream;
+use crate::server::idle::sleep_until_or_never;
+use crate::server::{Lifecycle, ServerShared};
+use crate::tls::TlsInfo;
+
+type H3Conn = h3::server::Connection<h3_quinn::Connection, Bytes>;
+
+/// How the connection's serving loop ended.
+enum End {
+    /// GOAWAY sent (draining, or idle): the streams in flight finish, then it closes.
+    Graceful,
+    /// The peer closed, the transport failed, or the server is closing: nothing to wait for.
+    Now,
+}
+
+pub(crate) async fn serve_connection(
+    incoming: quinn::Incoming,
+    local: std::net::SocketAddr,
+    server_cert: Arc<str>,
+    shared: Arc<ServerShared>,
+) {
+    // Counted from the handshake on, so a drain waits for it like for a TCP connection.
+    let _count = shared.track_connection();
+    let Ok(quic) = incoming.await else {
+        shared.tls_handshake_failed();
+        return;
+    };
+    let mut info = ConnInfo::new(Some(quic.remote_address()), LocalAddr::Tcp(local));
+    let chain = quic
+        .peer_identity()
+        .and_then(|identity| identity.downcast::<Vec<CertificateDer<'static>>>().ok())
+        .map(|chain| *chain)
+        .unwrap_or_default();
+    info.tls = Some(Arc::new(TlsInfo::quic(&chain, server_cert)));
+    let conn = Arc::new(ConnCtx::new(
+        info,
+        shared.clone(),
+        Arc::new(IoSignals::default()),
+    ));
+    let mut h3 = match h3::server::builder()
+        .max_field_section_size(shared.config.max_header_size as u64)
+        // No reserved "grease" frame at the end of the first response stream: aioquic (Python's
+        // HTTP/3 client) then never reports that stream as ended.
+        .send_grease(false)
+        .build::<_, Bytes>(h3_quinn::Connection::new(quic.clone()))
+        .await
+    {
+        Ok(h3) => h3,
+        Err(_) => return,
+    };
+    let mut streams = JoinSet::new();
+    let end = serve_streams(&mut h3, &mut streams, &conn).await;
+    if let End::Graceful = end {
+        // The streams accepted before the GOAWAY finish, and those h3 still hands out (the
+        // client opened them before it saw the GOAWAY); h3 refuses later ones itself. A
+        // client that keeps the connection open idle does not hold the drain up.
+        let mut lifecycle = shared.lifecycle.subscribe();
+        let mut accepting = true;
+        while !streams.is_empty() {
+            tokio::select! {
+                _ = streams.join_next() => {}
+                _ = lifecycle.wait_for(|state| *state >= Lifecycle::Closing) => break,
+                accepted = h3.accept(), if accepting => match accepted {
+                    Ok(Some(resolver)) => {
+                        streams.spawn(serve_stream(resolver, conn.clone()));
+                    }
+                    Ok(None) | Err(_) => accepting = false,
+                },
+            }
+        }
+    }
+    streams.abort_all();
+    quic.close(
+        Code::H3_NO_ERROR.value().try_into().unwrap_or_default(),
+        b"",
+    );
+    // Let the CONNECTION_CLOSE go out before the handle (and the endpoint's last use) goes.
+    let _ = tokio::time::timeout(std::time::Duration::from_secs(1), quic.closed()).await;
+}
+
+/// Accepts request streams until the connection ends or is asked to.
+async fn serve_streams(h3: &mut H3Conn, streams: &mut JoinSet<()>, conn: &Arc<ConnCtx>) -> End {
+    let shared = &conn.shared;
+    let mut lifecycle = shared.lifecycle.subscribe();
+    let keep_alive = shared.config.timeout_keep_alive;
+    loop {
+        if *lifecycle.borrow_and_update() >= Lifecycle::Draining {
+            return goaway(h3).await;
+        }
+        // Idle while nothing is in flight (the keep-alive timer), counted from the last end.
+        let idle_deadline = match (keep_alive, streams.is_empty(), conn.idle_state()) {
+            (Some(limit), true, Some(idle)) => Some(idle.since + limit),
+            _ => None,
+        };
+        tokio::select! {
+            changed = lifecycle.changed() => if changed.is_err() { return End::Now },
+            accepted = h3.accept() => match accepted {
+                Ok(Some(resolver)) => {
+                    streams.spawn(serve_stream(resolver, conn.clone()));
+                }
+                // The client sent GOAWAY and its requests are done, or the connection failed.
+                Ok(None) | Err(_) => return End::Now,
+            },
+            Some(_) = streams.join_next(), if !streams.is_empty() => {}
+            () = sleep_until_or_never(idle_deadline) => return goaway(h3).await,
+        }
+    }
+}
+
+async fn goaway(h3: &mut H3Conn) -> End {
+    match h3.shutdown(0).await {
+        Ok(()) => End::Graceful,
+        Err(_) => End::Now,
+    }
+}

@@ -1,0 +1,124 @@
+//! One HTTP/3 request stream: its head resolved and checked (RFC 9114 §4.2, §4.3), the
+//! request run through the shared service, the response written into the stream. A
+//! malformed request gets its stream reset with H3_MESSAGE_ERROR; an app failing after its
+//! response started resets only its stream (H3_INTERNAL_ERROR).
+
+use std::pin::pin;
+use std::sync::Arc;
+
+use bytes::Bytes;
+use h3::error::Code;
+use h3::server::{RequestResolver, RequestStream};
+use http::header::{CONTENT_LENGTH, DATE};
+use http::{HeaderMap, Request, Response};
+use http_body_util::BodyExt;
+
+use crate::http::body_reader::InBody;
+use crate::http::headers::{h3_request_is_malformed, strip_connection_headers};
+use crate::server::conn_state::ConnCtx;
+use crate::server::h3::body::H3Body;
+use crate::server::service::{handle_h3_request, TrackedBody};
+
+pub(crate) type Resolver = RequestResolver<h3_quinn::Connection, Bytes>;
+type SendSide = RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
+
+/// Serves one request stream to its end. Every failure ends at most this stream: a broken
+/// or reset stream is the client's business, not logged.
+pub(crate) async fn serve_stream(resolver: Resolver, conn: Arc<ConnCtx>) {
+    let resolve = resolver.resolve_request();
+    let resolved = match conn.shared.config.header_read_timeout {
+        Some(limit) => match tokio::time::timeout(limit, resolve).await {
+            Ok(resolved) => resolved,
+            // Dropping the stream resets it: a head that never came is not a request.
+            Err(_) => return,
+        },
+        None => resolve.await,
+    };
+    // h3 has reset a stream it found malformed itself (pseudo-headers, field names).
+    let Ok((head, stream)) = resolved else {
+        return;
+    };
+    let (mut send, mut recv) = stream.split();
+    let length = match content_length(head.headers()) {
+        Ok(length) => length,
+        Err(()) => return reject(&mut send, &mut recv),
+    };
+    if h3_request_is_malformed(head.method(), head.uri(), head.headers()) {
+        return reject(&mut send, &mut recv);
+    }
+    let body = InBody::Other(Box::pin(H3Body::new(recv, length).await));
+    let (parts, ()) = head.into_parts();
+    let response = handle_h3_request(Request::from_parts(parts, body), conn.clone()).await;
+    write_response(&mut send, response, conn.shared.config.date_header).await;
+}
+
+/// RFC 9114 §4.1.2: a malformed request is a stream error of type H3_MESSAGE_ERROR.
+fn reject(send: &mut SendSide, recv: &mut crate::server::h3::body::RecvSide) {
+    send.stop_stream(Code::H3_MESSAGE_ERROR);
+    recv.stop_sending(Code::H3_MESSAGE_ERROR);
+}
+
+/// The announced body length; Err for a value that is no length, or lengths that disagree.
+fn content_length(headers: &HeaderMap) -> Result<Option<u64>, ()> {
+    let mut length = None;
+    for value in headers.get_all(CONTENT_LENGTH) {
+        let n = value
+            .to_str()
+            .ok()
+            .and_then(|text| text.trim().parse::<u64>().ok())
+            .ok_or(())?;
+        if length.is_some_and(|seen| seen != n) {
+            return Err(());
+        }
+        length = Some(n);
+    }
+    Ok(length)
+}
+
+/// The head, then each body frame as the response body yields it: `send_data` waits for
+/// QUIC's flow control, so a slow client holds the body in its budget (backpressure). A
+/// body that fails (the app failed mid-response, or the request body broke) resets the
+/// stream; a client that stopped the stream drops the body, which the app hears as a
+/// disconnect.
+async fn write_response(send: &mut SendSide, response: Response<TrackedBody>, date: bool) {
+    let (mut parts, body) = response.into_parts();
+    strip_connection_headers(&mut parts.headers);
+    if date && !parts.headers.contains_key(DATE) {
+        parts.headers.insert(DATE, crate::http::date::now());
+    }
+    if send
+        .send_response(Response::from_parts(parts, ()))
+        .await
+        .is_err()
+    {
+        return;
+    }
+    let mut body = pin!(body);
+    loop {
+        let Some(frame) = body.frame().await else {
+            let _ = send.finish().await;
+            return;
+        };
+        let Ok(frame) = frame else {
+            send.stop_stream(Code::H3_INTERNAL_ERROR);
+            return;
+        };
+        let sent = match frame.into_data() {
+            Ok(data) if data.is_empty() => Ok(()),
+            Ok(data) => send.send_data(data).await,
+            Err(frame) => match frame.into_trailers() {
+                Ok(trailers) => {
+                    // The trailer section ends the message.
+                    if send.send_trailers(trailers).await.is_ok() {
+                        let _ = send.finish().await;
+                    }
+                    return;
+                }
+                Err(_) => Ok(()),
+            },
+        };
+        if sent.is_err() {
+            return; // The client stopped or reset the stream, or the connection is gone.
+        }
+    }
+}
