@@ -1,6 +1,6 @@
 //! HTTP rules as plain Rust, used by the tokio side: request-head checks (`h1_request`,
-//! `headers`), reading a request body within its limits (`body_reader`), and the responses the
-//! server makes itself (`responses`). No threads, no Python.
+//! `headers`), reading a request body within its limits (`body_reader`), the responses the
+//! server makes itself (`responses`), and the static route's rules (`static_files`). No threads, no Python.
 
 pub(crate) mod body_reader;
 pub(crate) mod h1_request;
@@ -8,3 +8,4 @@ pub(crate) mod h2_flood;
 pub(crate) mod headers;
 pub(crate) mod probes;
 pub(crate) mod responses;
+pub(crate) mod static_files;

@@ -18,6 +18,7 @@ pub(crate) mod proxied;
 pub(crate) mod runtime;
 pub(crate) mod service;
 pub(crate) mod stamp;
+pub(crate) mod static_route;
 pub(crate) mod websocket;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
