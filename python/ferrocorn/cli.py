@@ -468,6 +468,8 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
 )
 @_option(
     "--static-path-index",
+    "--static-path-dir-to-file",  # granian's name
+    "static_path_index",
     metavar="NAME",
     default=None,
     help="File served for a request naming a directory of a mount, e.g. index.html "

@@ -90,6 +90,9 @@ fn look_up_file(ask: &Ask) -> io::Result<Found> {
     let Some((mut real, mut meta)) = inside(ask, &named)? else {
         return Ok(Found::NotFound);
     };
+    if ask.slash && !meta.is_dir() {
+        return Ok(Found::NotFound); // `file/` names a directory, as a file system says
+    }
     if meta.is_dir() {
         let Some(index) = &ask.index else {
             return Ok(Found::NotFound);
@@ -134,24 +137,15 @@ fn look_up_file(ask: &Ask) -> io::Result<Found> {
 /// The real path of `path` and its metadata, if it exists and is inside the mount (or
 /// symlinks may leave it).
 fn inside(ask: &Ask, path: &Path) -> io::Result<Option<(PathBuf, Metadata)>> {
-    let real = match std::fs::canonicalize(path) {
-        Ok(real) => real,
-        Err(err) if is_absent(&err) => return Ok(None),
-        Err(err) => return Err(err),
+    // Missing, unreadable, a loop, too long: not served, whatever the reason.
+    let Ok(real) = std::fs::canonicalize(path) else {
+        return Ok(None);
     };
     if !ask.follow_symlinks && !real.starts_with(&ask.mount) {
         return Ok(None);
     }
     let meta = std::fs::metadata(&real)?;
     Ok(Some((real, meta)))
-}
-
-fn is_absent(err: &io::Error) -> bool {
-    matches!(
-        err.kind(),
-        io::ErrorKind::NotFound | io::ErrorKind::NotADirectory | io::ErrorKind::PermissionDenied
-    ) || err.raw_os_error() == Some(libc::ENAMETOOLONG)
-        || err.raw_os_error() == Some(libc::ELOOP)
 }
 
 /// The first acceptable precompressed sibling of `real` that is a regular file inside the

@@ -17,6 +17,7 @@ use http::header::{
     CONTENT_RANGE, CONTENT_TYPE, ETAG, LAST_MODIFIED, LOCATION, VARY,
 };
 use http::{request, HeaderMap, HeaderValue, Method, Response, StatusCode};
+use http_body::Body;
 
 use crate::access_log::json::RequestFields;
 use crate::bridge::body::ResponseBody;
@@ -180,16 +181,8 @@ fn file_response(config: &ServerConfig, file: FileAnswer) -> Response<ResponseBo
 
 /// Tells the loop thread of the response, for the access line and the metrics.
 fn report(conn: &ConnCtx, head: request::Parts, response: &Response<ResponseBody>, arrived: Instant) {
-    let bytes = if head.method == Method::HEAD {
-        0
-    } else {
-        response
-            .headers()
-            .get(CONTENT_LENGTH)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(0)
-    };
+    // What the body will send (HEAD: none; hyper leaves it out anyway).
+    let bytes = response.body().size_hint().exact().unwrap_or(0);
     let served = Served {
         peer: conn.info.peer,
         fields: RequestFields::from_headers(&head.headers),
