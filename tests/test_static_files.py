@@ -15,8 +15,13 @@ import ssl
 import httpx
 import pytest
 
-from tests.support.helpers import RawConnection, raw_request, request_bytes, run_ferrocorn
-from tests.support.helpers import start_server
+from tests.support.helpers import (
+    RawConnection,
+    raw_request,
+    request_bytes,
+    run_ferrocorn,
+    start_server,
+)
 from tests.support.tls_certs import certs
 
 APP = "tests.apps.basic:app"
@@ -324,9 +329,7 @@ def test_metrics_count_static_responses(server_factory, tree):
     from tests.test_metrics import metrics_port, scrape
 
     root, _ = tree
-    s = server_factory(
-        APP, "--static-path-mount", str(root), "--metrics", "--metrics-port", "0"
-    )
+    s = server_factory(APP, "--static-path-mount", str(root), "--metrics", "--metrics-port", "0")
     port = metrics_port(s)
     before = scrape(port)
     get(s, "/static/hello.txt")
@@ -344,9 +347,7 @@ def test_metrics_count_static_responses(server_factory, tree):
 
 def test_a_download_in_flight_finishes_across_a_graceful_shutdown(server_factory, tree):
     root, _ = tree
-    s = server_factory(
-        APP, "--static-path-mount", str(root), "--timeout-graceful-shutdown", "30"
-    )
+    s = server_factory(APP, "--static-path-mount", str(root), "--timeout-graceful-shutdown", "30")
     with RawConnection(s.port, timeout=30) as conn:
         conn.send(request_bytes("GET", "/static/big.bin"))
         head = conn.take(conn.find(b"\r\n\r\n") + 4)

@@ -29,8 +29,8 @@ from .accesslog import DEFAULT_ACCESS_LOG_FORMAT, AccessLogFormat
 from .importer import ImportFromStringError, import_from_string
 from .jsonlog import JsonFormatter
 from .path_policy import UNSET, PathPolicy, parse_policies
-from .static_routes import StaticRoute, parse_routes
 from .proxy_headers import TrustedHosts
+from .static_routes import StaticRoute, parse_routes
 
 __all__ = [
     "HTTP_MODES",

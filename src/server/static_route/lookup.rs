@@ -1,10 +1,11 @@
 //! The static route's file-system work, run on tokio's blocking pool: find the file a
-//! request names (refusing one outside the mount), pick its precompressed sibling, read its
+//! request names (refusing one outside the mount: the open file's real path is checked), pick its precompressed sibling, read its
 //! validators from the open descriptor, apply the preconditions and the range, and read a
 //! small file at once. Plain data in, plain data out; no response is built here.
 
 use std::fs::{File, Metadata};
 use std::io;
+use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -87,13 +88,13 @@ pub(crate) fn look_up(ask: Ask) -> Found {
 
 fn look_up_file(ask: &Ask) -> io::Result<Found> {
     let mut named = ask.mount.join(&ask.relative);
-    let Some((mut real, mut meta)) = inside(ask, &named)? else {
+    let Some(mut opened) = open_inside(ask, &named) else {
         return Ok(Found::NotFound);
     };
-    if ask.slash && !meta.is_dir() {
+    if ask.slash && !opened.meta.is_dir() {
         return Ok(Found::NotFound); // `file/` names a directory, as a file system says
     }
-    if meta.is_dir() {
+    if opened.meta.is_dir() {
         let Some(index) = &ask.index else {
             return Ok(Found::NotFound);
         };
@@ -101,23 +102,18 @@ fn look_up_file(ask: &Ask) -> io::Result<Found> {
             return Ok(Found::AddSlash);
         }
         named = named.join(index);
-        match inside(ask, &named)? {
-            Some(found) => (real, meta) = found,
+        match open_inside(ask, &named) {
+            Some(index) => opened = index,
             None => return Ok(Found::NotFound),
         }
     }
-    if !meta.is_file() {
+    if !opened.meta.is_file() {
         return Ok(Found::NotFound);
     }
-    let (coding, real) = match sibling(ask, &real) {
-        Some((coding, path)) => (Some(coding), path),
-        None => (None, real),
+    let (coding, Opened { file, meta, .. }) = match sibling(ask, &opened.real) {
+        Some((coding, sibling)) => (Some(coding), sibling),
+        None => (None, opened),
     };
-    let file = open(&real)?;
-    let meta = file.metadata()?;
-    if !meta.is_file() {
-        return Ok(Found::NotFound); // replaced since the stat
-    }
     let validators = Validators {
         size: meta.len(),
         modified: meta.modified()?,
@@ -134,23 +130,36 @@ fn look_up_file(ask: &Ask) -> io::Result<Found> {
     }))
 }
 
-/// The real path of `path` and its metadata, if it exists and is inside the mount (or
-/// symlinks may leave it).
-fn inside(ask: &Ask, path: &Path) -> io::Result<Option<(PathBuf, Metadata)>> {
-    // Missing, unreadable, a loop, too long: not served, whatever the reason.
-    let Ok(real) = std::fs::canonicalize(path) else {
-        return Ok(None);
-    };
+/// A file opened inside the mount, with what its descriptor says.
+struct Opened {
+    file: File,
+    /// From the descriptor: what is sent is what was checked.
+    meta: Metadata,
+    real: PathBuf,
+}
+
+/// `path` opened, if it exists and the file opened lies inside the mount (or symlinks may
+/// leave it). The check is on the descriptor's own path (`/proc/self/fd`), so a symlink
+/// swapped in after a check cannot redirect the open; missing, unreadable, a loop, too
+/// long: not served, whatever the reason.
+fn open_inside(ask: &Ask, path: &Path) -> Option<Opened> {
+    let file = open(path).ok()?;
+    let real = real_path(&file).or_else(|| std::fs::canonicalize(path).ok())?;
     if !ask.follow_symlinks && !real.starts_with(&ask.mount) {
-        return Ok(None);
+        return None;
     }
-    let meta = std::fs::metadata(&real)?;
-    Ok(Some((real, meta)))
+    let meta = file.metadata().ok()?;
+    Some(Opened { file, meta, real })
+}
+
+/// The path the kernel has for an open file (None without /proc).
+fn real_path(file: &File) -> Option<PathBuf> {
+    std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()
 }
 
 /// The first acceptable precompressed sibling of `real` that is a regular file inside the
 /// mount; none for a file that is itself compressed.
-fn sibling(ask: &Ask, real: &Path) -> Option<(Precompressed, PathBuf)> {
+fn sibling(ask: &Ask, real: &Path) -> Option<(Precompressed, Opened)> {
     if ask.codings.is_empty() {
         return None;
     }
@@ -161,18 +170,18 @@ fn sibling(ask: &Ask, real: &Path) -> Option<(Precompressed, PathBuf)> {
     ask.codings.iter().find_map(|&coding| {
         let mut name = real.as_os_str().to_owned();
         name.push(coding.suffix());
-        match inside(ask, Path::new(&name)) {
-            Ok(Some((path, meta))) if meta.is_file() => Some((coding, path)),
-            _ => None,
-        }
+        open_inside(ask, Path::new(&name))
+            .filter(|sibling| sibling.meta.is_file())
+            .map(|sibling| (coding, sibling))
     })
 }
 
-/// Non-blocking: a FIFO swapped in after the stat must not hold the blocking thread.
+/// Non-blocking: opening a FIFO must not hold the blocking thread; never a controlling
+/// terminal.
 fn open(path: &Path) -> io::Result<File> {
     std::fs::OpenOptions::new()
         .read(true)
-        .custom_flags(libc::O_NONBLOCK)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
         .open(path)
 }
 
