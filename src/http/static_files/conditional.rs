@@ -4,9 +4,7 @@
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use http::header::{
-    IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH, IF_RANGE, IF_UNMODIFIED_SINCE,
-};
+use http::header::{IF_MATCH, IF_MODIFIED_SINCE, IF_NONE_MATCH, IF_RANGE, IF_UNMODIFIED_SINCE};
 use http::HeaderMap;
 
 /// What identifies one version of a file: its size, modification time and inode.
@@ -162,7 +160,10 @@ mod tests {
     fn validators_look_right() {
         let v = validators();
         let etag = v.etag("");
-        assert!(etag.starts_with("\"2a-") && etag.ends_with("-a\""), "{etag}");
+        assert!(
+            etag.starts_with("\"2a-") && etag.ends_with("-a\""),
+            "{etag}"
+        );
         assert_ne!(v.etag("-br"), etag);
         assert_eq!(v.last_modified(), "Tue, 14 Nov 2023 22:13:20 GMT");
     }
@@ -170,11 +171,20 @@ mod tests {
     #[test]
     fn if_none_match_compares_weakly_and_knows_star() {
         let etag = validators().etag("");
-        assert_eq!(decide(&[("if-none-match", &etag)]), Precondition::NotModified);
+        assert_eq!(
+            decide(&[("if-none-match", &etag)]),
+            Precondition::NotModified
+        );
         let weak = format!("W/{etag}");
-        assert_eq!(decide(&[("if-none-match", &weak)]), Precondition::NotModified);
+        assert_eq!(
+            decide(&[("if-none-match", &weak)]),
+            Precondition::NotModified
+        );
         let listed = format!("\"other\", {etag}");
-        assert_eq!(decide(&[("if-none-match", &listed)]), Precondition::NotModified);
+        assert_eq!(
+            decide(&[("if-none-match", &listed)]),
+            Precondition::NotModified
+        );
         assert_eq!(decide(&[("if-none-match", "*")]), Precondition::NotModified);
         assert_eq!(decide(&[("if-none-match", "\"other\"")]), PROCEED);
     }
@@ -182,9 +192,15 @@ mod tests {
     #[test]
     fn if_modified_since_counts_only_without_if_none_match() {
         let lm = validators().last_modified();
-        assert_eq!(decide(&[("if-modified-since", &lm)]), Precondition::NotModified);
+        assert_eq!(
+            decide(&[("if-modified-since", &lm)]),
+            Precondition::NotModified
+        );
         let later = "Wed, 15 Nov 2023 00:00:00 GMT";
-        assert_eq!(decide(&[("if-modified-since", later)]), Precondition::NotModified);
+        assert_eq!(
+            decide(&[("if-modified-since", later)]),
+            Precondition::NotModified
+        );
         let earlier = "Mon, 13 Nov 2023 00:00:00 GMT";
         assert_eq!(decide(&[("if-modified-since", earlier)]), PROCEED);
         assert_eq!(decide(&[("if-modified-since", "not a date")]), PROCEED);
@@ -218,7 +234,10 @@ mod tests {
         };
         assert_eq!(decide(&[("if-range", &v.etag(""))]), PROCEED);
         assert_eq!(decide(&[("if-range", "\"old\"")]), no_range);
-        assert_eq!(decide(&[("if-range", &format!("W/{}", v.etag("")))]), no_range);
+        assert_eq!(
+            decide(&[("if-range", &format!("W/{}", v.etag("")))]),
+            no_range
+        );
         assert_eq!(decide(&[("if-range", &v.last_modified())]), PROCEED);
         assert_eq!(
             decide(&[("if-range", "Mon, 13 Nov 2023 00:00:00 GMT")]),

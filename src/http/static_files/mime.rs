@@ -91,8 +91,14 @@ mod tests {
 
     #[test]
     fn types_by_extension() {
-        assert_eq!(content_type(Path::new("a/site.css")), "text/css; charset=utf-8");
-        assert_eq!(content_type(Path::new("INDEX.HTML")), "text/html; charset=utf-8");
+        assert_eq!(
+            content_type(Path::new("a/site.css")),
+            "text/css; charset=utf-8"
+        );
+        assert_eq!(
+            content_type(Path::new("INDEX.HTML")),
+            "text/html; charset=utf-8"
+        );
         assert_eq!(content_type(Path::new("x.png")), "image/png");
         assert_eq!(content_type(Path::new("x.woff2")), "font/woff2");
         assert_eq!(content_type(Path::new("Makefile")), DEFAULT);

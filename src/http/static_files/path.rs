@@ -44,12 +44,20 @@ mod tests {
     #[test]
     fn plain_paths_resolve_under_the_mount() {
         assert_eq!(resolved("/static/app.js").as_deref(), Some("app.js"));
-        assert_eq!(resolved("/static/css/site.css").as_deref(), Some("css/site.css"));
+        assert_eq!(
+            resolved("/static/css/site.css").as_deref(),
+            Some("css/site.css")
+        );
         assert_eq!(resolved("/static/a%20b.txt").as_deref(), Some("a b.txt"));
         assert_eq!(resolved("/static//./x").as_deref(), Some("x"));
         assert_eq!(resolved("/static").as_deref(), Some(""));
         assert_eq!(resolved("/static/").as_deref(), Some(""));
-        assert_eq!(resolve("/", "/x/y").map(|p| p.display().to_string()).as_deref(), Some("x/y"));
+        assert_eq!(
+            resolve("/", "/x/y")
+                .map(|p| p.display().to_string())
+                .as_deref(),
+            Some("x/y")
+        );
     }
 
     #[test]

@@ -233,10 +233,8 @@ mod tests {
     }
 
     fn tree(name: &str) -> Tree {
-        let base = std::env::temp_dir().join(format!(
-            "ferrocorn-static-{name}-{}",
-            std::process::id()
-        ));
+        let base =
+            std::env::temp_dir().join(format!("ferrocorn-static-{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&base);
         std::fs::create_dir_all(base.join("root/dir")).expect("dirs");
         std::fs::write(base.join("root/a.txt"), b"hello").expect("a file");
@@ -278,7 +276,10 @@ mod tests {
     #[test]
     fn files_inside_are_read_and_symlinks_out_refused() {
         let t = tree("inside");
-        assert_eq!(body(look_up(ask(&t, "a.txt"))).as_deref(), Some(&b"hello"[..]));
+        assert_eq!(
+            body(look_up(ask(&t, "a.txt"))).as_deref(),
+            Some(&b"hello"[..])
+        );
         assert_eq!(body(look_up(ask(&t, "in"))).as_deref(), Some(&b"hello"[..]));
         assert!(matches!(look_up(ask(&t, "out")), Found::NotFound));
         assert!(matches!(look_up(ask(&t, "missing")), Found::NotFound));

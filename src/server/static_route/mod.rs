@@ -180,7 +180,12 @@ fn file_response(config: &ServerConfig, file: FileAnswer) -> Response<ResponseBo
 }
 
 /// Tells the loop thread of the response, for the access line and the metrics.
-fn report(conn: &ConnCtx, head: request::Parts, response: &Response<ResponseBody>, arrived: Instant) {
+fn report(
+    conn: &ConnCtx,
+    head: request::Parts,
+    response: &Response<ResponseBody>,
+    arrived: Instant,
+) {
     // What the body will send (HEAD: none; hyper leaves it out anyway).
     let bytes = response.body().size_hint().exact().unwrap_or(0);
     let served = Served {
