@@ -41,10 +41,10 @@ pub(crate) struct Ask {
 }
 
 /// What the lookup found.
-pub(crate) enum Found {
+pub(crate) enum Lookup {
     /// No such file, a directory, something else than a regular file, or outside the
     /// mount: all 404, told apart by nothing.
-    NotFound,
+    Missing,
     /// A directory with an index file, asked for without the trailing `/`.
     AddSlash,
     File(FileAnswer),
@@ -82,33 +82,33 @@ pub(crate) enum Content {
 
 /// Runs the lookup; an I/O error on the way is a 404 too (the client learns nothing more of
 /// the file system than that the file is not served).
-pub(crate) fn look_up(ask: Ask) -> Found {
-    look_up_file(&ask).unwrap_or(Found::NotFound)
+pub(crate) fn look_up(ask: Ask) -> Lookup {
+    look_up_file(&ask).unwrap_or(Lookup::Missing)
 }
 
-fn look_up_file(ask: &Ask) -> io::Result<Found> {
+fn look_up_file(ask: &Ask) -> io::Result<Lookup> {
     let mut named = ask.mount.join(&ask.relative);
     let Some(mut opened) = open_inside(ask, &named) else {
-        return Ok(Found::NotFound);
+        return Ok(Lookup::Missing);
     };
     if ask.slash && !opened.meta.is_dir() {
-        return Ok(Found::NotFound); // `file/` names a directory, as a file system says
+        return Ok(Lookup::Missing); // `file/` names a directory, as a file system says
     }
     if opened.meta.is_dir() {
         let Some(index) = &ask.index else {
-            return Ok(Found::NotFound);
+            return Ok(Lookup::Missing);
         };
         if !ask.slash {
-            return Ok(Found::AddSlash);
+            return Ok(Lookup::AddSlash);
         }
         named = named.join(index);
         match open_inside(ask, &named) {
             Some(index) => opened = index,
-            None => return Ok(Found::NotFound),
+            None => return Ok(Lookup::Missing),
         }
     }
     if !opened.meta.is_file() {
-        return Ok(Found::NotFound);
+        return Ok(Lookup::Missing);
     }
     let (coding, Opened { file, meta, .. }) = match sibling(ask, &opened.real) {
         Some((coding, sibling)) => (Some(coding), sibling),
@@ -121,7 +121,7 @@ fn look_up_file(ask: &Ask) -> io::Result<Found> {
     };
     let etag = validators.etag(coding.map_or("", Precompressed::etag_suffix));
     let reply = reply(ask, file, &etag, &validators)?;
-    Ok(Found::File(FileAnswer {
+    Ok(Lookup::File(FileAnswer {
         content_type: content_type(&named),
         coding,
         last_modified: validators.last_modified(),
@@ -259,9 +259,9 @@ mod tests {
         }
     }
 
-    fn body(found: Found) -> Option<Vec<u8>> {
+    fn body(found: Lookup) -> Option<Vec<u8>> {
         match found {
-            Found::File(FileAnswer {
+            Lookup::File(FileAnswer {
                 reply:
                     Reply::Send {
                         body: Content::Read(data),
@@ -281,9 +281,9 @@ mod tests {
             Some(&b"hello"[..])
         );
         assert_eq!(body(look_up(ask(&t, "in"))).as_deref(), Some(&b"hello"[..]));
-        assert!(matches!(look_up(ask(&t, "out")), Found::NotFound));
-        assert!(matches!(look_up(ask(&t, "missing")), Found::NotFound));
-        assert!(matches!(look_up(ask(&t, "a.txt/x")), Found::NotFound));
+        assert!(matches!(look_up(ask(&t, "out")), Lookup::Missing));
+        assert!(matches!(look_up(ask(&t, "missing")), Lookup::Missing));
+        assert!(matches!(look_up(ask(&t, "a.txt/x")), Lookup::Missing));
         let follow = Ask {
             follow_symlinks: true,
             ..ask(&t, "out")
@@ -294,13 +294,13 @@ mod tests {
     #[test]
     fn directories_are_404_unless_an_index_is_set() {
         let t = tree("dirs");
-        assert!(matches!(look_up(ask(&t, "dir")), Found::NotFound));
+        assert!(matches!(look_up(ask(&t, "dir")), Lookup::Missing));
         let index = |slash| Ask {
             index: Some("index.html".into()),
             slash,
             ..ask(&t, "dir")
         };
-        assert!(matches!(look_up(index(false)), Found::AddSlash));
+        assert!(matches!(look_up(index(false)), Lookup::AddSlash));
         assert_eq!(body(look_up(index(true))).as_deref(), Some(&b"<p>"[..]));
     }
 
@@ -312,7 +312,7 @@ mod tests {
             ..ask(&t, "a.txt")
         };
         match look_up(gz) {
-            Found::File(answer) => {
+            Lookup::File(answer) => {
                 assert_eq!(answer.coding, Some(Precompressed::Gzip));
                 assert_eq!(answer.content_type, "text/plain; charset=utf-8");
                 assert!(answer.etag.ends_with("-gz\""));

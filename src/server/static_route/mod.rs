@@ -30,7 +30,7 @@ use crate::http::static_files::encoding::preferred;
 use crate::http::static_files::path::resolve;
 use crate::http::static_files::range::{content_range, unsatisfied_range};
 use crate::server::conn_state::ConnCtx;
-use lookup::{look_up, Ask, Content, FileAnswer, Found, Reply};
+use lookup::{look_up, Ask, Content, FileAnswer, Lookup, Reply};
 
 /// Answers a request under `route` (the caller matched its prefix).
 pub(crate) async fn serve(
@@ -79,10 +79,10 @@ async fn answer(
         is_head,
     };
     match tokio::task::spawn_blocking(move || look_up(ask)).await {
-        Ok(Found::File(file)) => file_response(config, file),
-        Ok(Found::AddSlash) => add_slash(config, head),
+        Ok(Lookup::File(file)) => file_response(config, file),
+        Ok(Lookup::AddSlash) => add_slash(config, head),
         // A lookup that panicked is a missing file to the client, and ends nothing else.
-        Ok(Found::NotFound) | Err(_) => text(config, StatusCode::NOT_FOUND),
+        Ok(Lookup::Missing) | Err(_) => text(config, StatusCode::NOT_FOUND),
     }
 }
 
