@@ -43,6 +43,10 @@ VENV_PYPY = HERE / ".venv-pypy"
 WORK = HERE / ".work"
 LOGS = WORK / "logs"
 APP_TARGET = "benchmarks.app:app"
+FILE_APP = "benchmarks.file_app:app"
+BENCH_FILES = WORK / "files"  # what file_app.py and the static route serve
+# name -> size; 1g.bin is sparse (file_rss.py's download).
+BENCH_FILE_SIZES = {"50k.bin": 50_000, "5m.bin": 5_000_000, "1g.bin": 1 << 30}
 FLOOR_DIR = HERE / "floor"  # the hyper floor server: its own cargo project
 FLOOR_TARGET = WORK / "target-floor"
 FLOOR_BIN = FLOOR_TARGET / "release" / "floor"
@@ -251,6 +255,67 @@ SCENARIOS: dict[str, dict] = {
         accept=TE_ACCEPT_PLAIN,
         desc="GET /plaintext on a Starlette app (`benchmarks/fw_app.py`): one Route returning "
         "PlainTextResponse('Hello, World!'). 128 keep-alive connections.",
+    ),
+    # File scenarios (benchmarks/file_app.py, files made by ensure_bench_files): Starlette's
+    # FileResponse (pathsend where the server has it), and the server's own static route
+    # (`static`: ferrocorn's and granian's --static-path-*; `bases`: the servers that have one).
+    "file-50k": dict(
+        title="Starlette FileResponse, 50 KB file",
+        kind="wrk",
+        group="files",
+        app=FILE_APP,
+        path="/files/50k.bin",
+        connections=64,
+        accept=TE_ACCEPT_PLAIN,
+        bases=("ferrocorn", "granian", "uvicorn", "h2corn"),
+        desc="GET /files/50k.bin through Starlette's FileResponse (`benchmarks/file_app.py`): "
+        "the server sends the file itself when it offers http.response.pathsend (ferrocorn, "
+        "granian), else Starlette reads and sends it in chunks. 64 keep-alive connections.",
+    ),
+    "file-5m": dict(
+        title="Starlette FileResponse, 5 MB file",
+        kind="wrk",
+        group="files",
+        app=FILE_APP,
+        path="/files/5m.bin",
+        connections=16,
+        accept=TE_ACCEPT_PLAIN,
+        throughput=True,
+        timeout=30,
+        bases=("ferrocorn", "granian", "uvicorn", "h2corn"),
+        desc="GET /files/5m.bin through Starlette's FileResponse, 16 connections. Reported in "
+        "MiB/s (bytes received per second, headers included).",
+    ),
+    "static-50k": dict(
+        title="The server's static route, 50 KB file",
+        kind="wrk",
+        group="files",
+        app=FILE_APP,
+        static=True,
+        path="/static/50k.bin",
+        connections=64,
+        accept=TE_ACCEPT_PLAIN,
+        bases=("ferrocorn", "granian"),
+        desc="GET /static/50k.bin from the server's own static route (`--static-path-route "
+        "/static --static-path-mount benchmarks/.work/files`; ferrocorn and granian, the "
+        "servers that have one): the app is never called. 64 keep-alive connections.",
+    ),
+    "static-5m": dict(
+        title="The server's static route, 5 MB file",
+        kind="wrk",
+        group="files",
+        app=FILE_APP,
+        static=True,
+        path="/static/5m.bin",
+        connections=16,
+        accept=TE_ACCEPT_PLAIN,
+        throughput=True,
+        timeout=30,
+        client="wrk",  # granian sends its static files chunked
+        bases=("ferrocorn", "granian"),
+        desc="GET /static/5m.bin from the server's static route, 16 connections, measured with "
+        "wrk (granian sends static files chunked, which the Python client does not frame). "
+        "Reported in MiB/s (bytes received per second, headers included).",
     ),
     "idle10k": dict(
         title="Memory with 10,000 idle keep-alive connections",
@@ -804,6 +869,9 @@ class Server:
             if scenario == "idle10k":
                 # uvicorn closes idle keep-alive connections after 5 s by default.
                 cmd += ["--timeout-keep-alive", "300"]
+        if spec.get("static") and self.base in ("ferrocorn", "granian"):
+            # The same flags for both: ferrocorn took granian's names.
+            cmd += ["--static-path-route", "/static", "--static-path-mount", str(BENCH_FILES)]
         return cmd + self.extra + [spec.get("app", APP_TARGET)]
 
     def versions(self) -> dict:
@@ -1281,6 +1349,20 @@ def _close_all(socks: list[socket.socket]) -> None:
         s.close()
 
 
+def ensure_bench_files() -> None:
+    """The files of the file scenarios (random bytes; 1g.bin sparse), made once."""
+    BENCH_FILES.mkdir(parents=True, exist_ok=True)
+    for name, size in BENCH_FILE_SIZES.items():
+        path = BENCH_FILES / name
+        if path.exists() and path.stat().st_size == size:
+            continue
+        with open(path, "wb") as f:
+            if size > 64 * MiB:
+                f.truncate(size)
+            else:
+                f.write(os.urandom(size))
+
+
 def serving_pid(pids: list[int]) -> int:
     """The process holding the most file descriptors: the one serving the connections."""
     return max(pids, key=fd_count)
@@ -1346,7 +1428,9 @@ def measure(server: Server, name: str, spec: dict, round_no: int, opts) -> dict:
         if spec["kind"] == "idle":
             res = measure_idle(run, opts.idle_conns, opts.idle_settle)
         else:
-            if spec.get("throughput") and opts.stream_client == "python":
+            # `client="wrk"`: a scenario whose responses the Python client cannot frame.
+            python_client = opts.stream_client == "python" and spec.get("client") != "wrk"
+            if spec.get("throughput") and python_client:
 
                 def load(seconds: float) -> dict:
                     return run_stream_client(run.port, spec, seconds)
@@ -1523,7 +1607,17 @@ def stage2(args: argparse.Namespace) -> None:
     )
 
     defaults_scen = defaults_scenarios(args)
-    plan = {n: [s for s in servers if not s.defaults or n in defaults_scen] for n in scen_names}
+    plan = {
+        n: [
+            s
+            for s in servers
+            if (not s.defaults or n in defaults_scen)
+            and s.base in SCENARIOS[n].get("bases", (s.base,))
+        ]
+        for n in scen_names
+    }
+    if any(SCENARIOS[n].get("group") == "files" for n in scen_names):
+        ensure_bench_files()
     meta = collect_meta(args, state, servers, names, opts, scen_names)
     meta["settings"]["defaults_scenarios"] = sorted(defaults_scen)
     results: dict = {"meta": meta, "scenarios": {}, "skipped": skipped}
@@ -2227,11 +2321,12 @@ def render_markdown(results: dict, png_name: str | None) -> str:
     vs_granian = _ref(lambda s: REFERENCE if s != REFERENCE else None, REFERENCE)
     vs_tuned = _ref(_tuned_of, "tuned")
     groups = (
-        ("Scenarios", lambda n: SCENARIOS.get(n, {}).get("group") != "frameworks"),
+        ("Scenarios", lambda n: SCENARIOS.get(n, {}).get("group") not in ("frameworks", "files")),
         (
             "Frameworks",
             lambda n: SCENARIOS.get(n, {}).get("group") == "frameworks",
         ),
+        ("Files", lambda n: SCENARIOS.get(n, {}).get("group") == "files"),
     )
     for title, member in groups:
         names = [n for n in results["scenarios"] if member(n)]
@@ -2243,6 +2338,13 @@ def render_markdown(results: dict, png_name: str | None) -> str:
             add(
                 "The same servers and settings, serving a framework app "
                 "(`benchmarks/fw_app.py`) instead of the bare ASGI app."
+            )
+            add("")
+        if title == "Files":
+            add(
+                "Files from `benchmarks/.work/files/`: through Starlette's FileResponse "
+                "(`benchmarks/file_app.py`), and from the server's own static route where it "
+                "has one (ferrocorn, granian)."
             )
             add("")
         for name in names:

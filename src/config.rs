@@ -81,6 +81,40 @@ pub(crate) fn prefix_matches(prefix: &str, path: &str) -> bool {
             || path.as_bytes()[prefix.len()] == b'/')
 }
 
+/// `--static-path-route` / `--static-path-mount`: files under `mount` answered by the core
+/// for requests under `prefix`.
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct StaticRoute {
+    /// Normalised by config.py: starts with `/`, no trailing `/` (unless it is `/`).
+    pub(crate) prefix: String,
+    /// Canonical (config.py resolved it): the root no served file may be outside of.
+    pub(crate) mount: std::path::PathBuf,
+}
+
+/// The static route's settings; `routes` empty: no static route (one branch per request).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub(crate) struct StaticFiles {
+    pub(crate) routes: Vec<StaticRoute>,
+    /// `--static-path-expires`: `Cache-Control: max-age=N` (None: no header).
+    pub(crate) max_age: Option<u64>,
+    /// `--static-path-index`: the file a directory request gets (None: 404).
+    pub(crate) index: Option<String>,
+    /// `--static-path-follow-symlinks`: serve what a symlink names outside the mount.
+    pub(crate) follow_symlinks: bool,
+}
+
+impl StaticFiles {
+    /// The route a raw path is under (first match), if any.
+    pub(crate) fn route_for(&self, path: &str) -> Option<&StaticRoute> {
+        if self.routes.is_empty() {
+            return None;
+        }
+        self.routes
+            .iter()
+            .find(|route| prefix_matches(&route.prefix, path))
+    }
+}
+
 #[derive(Clone, Debug)]
 pub(crate) struct ServerConfig {
     /// Add `Server: ferrocorn` unless the app set its own.
@@ -120,6 +154,11 @@ pub(crate) struct ServerConfig {
     pub(crate) limit_request_line: Option<usize>,
     /// First match wins; empty unless `--path-policy` is given (then one scan per request).
     pub(crate) path_policies: Vec<PathPolicy>,
+    /// `--static-path-*`: answered by the core, never the app.
+    pub(crate) static_files: Arc<StaticFiles>,
+    /// Whether the loop hears of each static response (`Event::Served`): with the access
+    /// log or `--metrics` on.
+    pub(crate) report_static: bool,
     pub(crate) http: HttpMode,
     pub(crate) http2: Http2Settings,
     /// `--http3`: served on the UDP socket at the TCP address (server/h3/); None when off.
@@ -179,6 +218,8 @@ impl Default for ServerConfig {
             timeout_request_body: Some(Duration::from_secs(60)),
             limit_request_line: Some(16 * 1024),
             path_policies: Vec::new(),
+            static_files: Arc::default(),
+            report_static: false,
             http: HttpMode::Auto,
             http2: Http2Settings::default(),
             http3: None,

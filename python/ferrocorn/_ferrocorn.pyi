@@ -216,6 +216,12 @@ class Core:
     def close(self) -> None:
         """Force-close every connection, unregister from the loop and stop the runtime;
         every access line the core buffered is written before it returns."""
+    def on_static_served(
+        self, callback: Callable[[str, str, str, str, int, int, float, bool], None]
+    ) -> None:
+        """From now on each response of the static route is told to ``callback(client,
+        method, path, http_version, status, bytes, seconds, logged)`` (``logged``: the core
+        wrote its access line)."""
     def divert_access_log(self, callback: Callable[[str, str, str, str, int], None]) -> None:
         """From now on the core's access lines go to ``callback(client, method, path,
         http_version, status)`` (the logging configuration changed while serving)."""

@@ -108,6 +108,16 @@ _SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
         ),
     ),
     ("HTTP/3", ("http3", "http3_max_concurrent_streams")),
+    (
+        "Static files",
+        (
+            "static_path_route",
+            "static_path_mount",
+            "static_path_expires",
+            "static_path_index",
+            "static_path_follow_symlinks",
+        ),
+    ),
     ("Logging", ("log_level", "log_config", "log_format", "access_log", "access_log_format")),
     ("Proxy", ("proxy_headers", "forwarded_allow_ips")),
     ("Metrics", ("metrics", "metrics_host", "metrics_port")),
@@ -433,6 +443,44 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     default=_DEFAULTS["timeout_request_body"],
     help="Answer 408 when the next piece of a request body takes longer than this while "
     "the app waits for it (0 or 'none': no limit).",
+)
+# Static files
+@_option(
+    "--static-path-route",
+    metavar="PREFIX",
+    multiple=True,
+    show_default=False,
+    help="Serve the files of the n-th --static-path-mount under this URL prefix, without "
+    "calling the app; repeatable. [default: /static, with one mount]",
+)
+@_option(
+    "--static-path-mount",
+    metavar="DIR",
+    multiple=True,
+    type=click.Path(exists=True, file_okay=False),
+    show_default=False,
+    help="Directory whose files the n-th --static-path-route serves; repeatable.",
+)
+@_option(
+    "--static-path-expires",
+    type=click.IntRange(min=0),
+    default=_DEFAULTS["static_path_expires"],
+    help="Cache-Control max-age (seconds) of static files (0: no Cache-Control).",
+)
+@_option(
+    "--static-path-index",
+    "--static-path-dir-to-file",  # granian's name
+    "static_path_index",
+    metavar="NAME",
+    default=None,
+    help="File served for a request naming a directory of a mount, e.g. index.html "
+    "[default: none, a directory is 404]",
+)
+@_option(
+    "--static-path-follow-symlinks",
+    is_flag=True,
+    default=False,
+    help="Serve files that symlinks in a mount point to outside it (default: 404).",
 )
 # TLS
 @_option(

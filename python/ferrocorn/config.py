@@ -30,6 +30,7 @@ from .importer import ImportFromStringError, import_from_string
 from .jsonlog import JsonFormatter
 from .path_policy import UNSET, PathPolicy, parse_policies
 from .proxy_headers import TrustedHosts
+from .static_routes import StaticRoute, parse_routes
 
 __all__ = [
     "HTTP_MODES",
@@ -555,6 +556,11 @@ class Config:
         health_host: str = "127.0.0.1",
         health_port: int | None = None,
         path_policy: list[str] | str | None = None,
+        static_path_route: list[str] | str | None = None,
+        static_path_mount: list[str] | str | None = None,
+        static_path_expires: int = 86400,
+        static_path_index: str | None = None,
+        static_path_follow_symlinks: bool = False,
         workers: int | None = None,
         limit_max_requests_jitter: int = 0,
         reload: bool = False,
@@ -715,6 +721,29 @@ class Config:
             self.path_policies: list[PathPolicy] = parse_policies(path_policy)
         except ValueError as exc:
             raise ConfigError(f"Invalid path_policy {exc}.") from None
+        # Files the core serves itself (static_routes.py, src/server/static_route.rs).
+        self.static_path_route = static_path_route
+        self.static_path_mount = static_path_mount
+        try:
+            self.static_routes: list[StaticRoute] = parse_routes(
+                static_path_route, static_path_mount
+            )
+        except ValueError as exc:
+            raise ConfigError(f"Invalid {exc}.") from None
+        # 0: no Cache-Control header.
+        self.static_path_expires = _check_int("static_path_expires", static_path_expires, 0)
+        if static_path_index is not None and (
+            not isinstance(static_path_index, str)
+            or static_path_index in ("", ".", "..")
+            or "/" in static_path_index
+            or "\\" in static_path_index
+            or "\0" in static_path_index
+        ):
+            raise ConfigError(
+                f"Invalid static_path_index {static_path_index!r}: expected a file name."
+            )
+        self.static_path_index = static_path_index
+        self.static_path_follow_symlinks = bool(static_path_follow_symlinks)
 
         self.ssl_certfile = _optional_path(ssl_certfile)
         self.ssl_keyfile = _optional_path(ssl_keyfile)
@@ -845,6 +874,18 @@ class Config:
             (p.prefix.encode("ascii"), self.timeout_request if p.timeout is UNSET else p.timeout)
             for p in self.path_policies
         ]
+
+    @property
+    def encoded_static_routes(self) -> list[tuple[str, str]]:
+        """For the core: (prefix, real mount path) per static route (src/config.rs
+        ``StaticRoute``)."""
+        return [(r.prefix, r.mount) for r in self.static_routes]
+
+    @property
+    def report_static_responses(self) -> bool:
+        """Whether the core tells the loop of each static response: for the access line and
+        the request metrics."""
+        return self.access_log or self.metrics
 
     # ------------------------------------------------------------------ env / logging
 

@@ -27,6 +27,7 @@ from .metrics import (
 )
 from .probes import open_probes
 from .proxy_headers import ProxyHeadersMiddleware
+from .static_served import served_callback
 from .supervisor import Supervisor
 from .tls_reload import TlsReloader
 
@@ -223,6 +224,10 @@ class Server:
             http3_port=udp.getsockname()[1] if udp is not None else None,
         )
         self._core_access_log = fast_log
+        if config.static_routes:
+            on_served = served_callback(self.metrics, config.access_log)
+            if on_served is not None:
+                core.on_static_served(on_served)
         # The core owns the descriptor from here on; our socket object lets go of it.
         fd = sock.detach()
         if kind == "unix":

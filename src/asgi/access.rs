@@ -17,6 +17,7 @@ use pyo3::prelude::*;
 use crate::access_log::json::{JsonLine, RequestFields};
 use crate::access_log::sink::AccessSink;
 use crate::access_log::{Client, Line};
+use crate::bridge::served::Served;
 
 pub(crate) struct AccessLog {
     sink: AccessSink,
@@ -206,4 +207,22 @@ impl CallAccess {
         };
         log.record(py, &line, extra);
     }
+}
+
+/// A response the core made without the app (the static route): the same line an app
+/// call's would be, with the socket's peer as the client.
+pub(crate) fn record_served(py: Python<'_>, log: &AccessLog, served: &Served) {
+    let line = Line {
+        client: Client::Peer(served.peer),
+        method: served.method.as_str(),
+        target: target_text(&served.uri),
+        version: version_text(served.version),
+        status: served.status,
+    };
+    let extra = Extra {
+        bytes: served.bytes,
+        duration: served.duration,
+        fields: Some(&served.fields),
+    };
+    log.record(py, &line, extra);
 }

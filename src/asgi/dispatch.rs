@@ -1,7 +1,7 @@
 //! The loop side of the hand-off: the eventfd callback drains what tokio queued, builds each
 //! scope and protocol object and starts each app call (ARCHITECTURE.md, hot path steps 2–4).
 
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
@@ -13,7 +13,8 @@ use crate::asgi::protocol::{HttpProtocol, RequestLine};
 use crate::asgi::scope::ScopeFactory;
 use crate::asgi::spawn::{task_name, Runner, TaskSpawner};
 use crate::asgi::websocket::WebSocketProtocol;
-use crate::bridge::pending::{PendingRequest, PendingWebSocket};
+use crate::bridge::pending::{host_port, PendingRequest, PendingWebSocket};
+use crate::bridge::served::Served;
 use crate::bridge::wakeup::{Event, Wakeup};
 
 /// The app and the runner it is called in.
@@ -35,6 +36,10 @@ pub(crate) struct Dispatcher {
     wakeup: Arc<Wakeup>,
     /// The name of every task this dispatcher starts (spawn.rs `task_name`).
     task_name: String,
+    /// `callback(client, method, path, http_version, status, bytes, seconds, logged)` per
+    /// static response (`Core.on_static_served`): the metrics, and the access line when the
+    /// core does not write it (`logged` False).
+    served: OnceLock<Py<PyAny>>,
 }
 
 /// `Forwarded` or any `X-Forwarded-*` header. One pass over the names (requests carry few)
@@ -74,6 +79,7 @@ impl Dispatcher {
             ctx,
             wakeup,
             task_name,
+            served: OnceLock::new(),
         })
     }
 
@@ -98,12 +104,42 @@ impl Dispatcher {
                 Event::WsSendDone(ex) => WebSocketProtocol::on_send_done(py, &ex),
                 Event::Warning(message) => log_warning(py, message.0.as_str()),
                 Event::Debug(message) => log_debug(py, message.0.as_str()),
+                Event::Served(served) => self.served(py, &served),
             };
             if let Err(err) = result {
                 log_error(py, "Error while dispatching a request", Some(err));
             }
         }
         relay.end_batch();
+    }
+
+    /// Where static responses are told from now on (see `served`; set once).
+    pub(crate) fn on_static_served(&self, callback: Py<PyAny>) {
+        let _ = self.served.set(callback);
+    }
+
+    /// A static response: its access line (the core's, when it writes them) and the
+    /// Python callback (metrics; the line when Python's logging writes it).
+    fn served(&self, py: Python<'_>, served: &Served) -> PyResult<()> {
+        let log = self.ctx.access_log.as_ref();
+        if let Some(log) = log {
+            access::record_served(py, log, served);
+        }
+        let Some(callback) = self.served.get() else {
+            return Ok(());
+        };
+        let client = served.peer.as_ref().map(host_port).unwrap_or_default();
+        let args = (
+            client,
+            served.method.as_str(),
+            access::target_text(&served.uri),
+            access::version_text(served.version),
+            served.status,
+            served.bytes,
+            served.duration,
+            log.is_some(),
+        );
+        callback.call1(py, args).map(drop)
     }
 
     /// The core's access log, when it writes one.

@@ -134,6 +134,16 @@ impl FileSource {
         })
     }
 
+    /// `len` bytes of an already open `file` from `offset` (the static route's ranges; the
+    /// caller has checked that it is a regular file at least that long).
+    pub(crate) fn open_range(file: File, offset: u64, len: u64) -> Self {
+        FileSource {
+            file: Arc::new(file),
+            offset,
+            len,
+        }
+    }
+
     /// Bytes that will be sent.
     pub(crate) fn len(&self) -> u64 {
         self.len

@@ -34,6 +34,8 @@ pub(crate) enum Event {
     WebSocket(Box<PendingWebSocket>),
     WsReceive(Arc<Exchange<WsState>>),
     WsSendDone(Arc<Exchange<WsState>>),
+    /// A response the static route made: for the access log and the metrics only.
+    Served(Box<crate::bridge::served::Served>),
     /// A warning for the `ferrocorn.error` log (a request refused by a limit); rare, so the
     /// text is boxed to keep the common events small.
     Warning(Box<LogText>),

@@ -261,6 +261,13 @@ impl Core {
         }
     }
 
+    /// Static responses (the core's `--static-path-*` route) are told to
+    /// `callback(client, method, path, http_version, status, bytes, seconds, logged)` from
+    /// now on, for the metrics and a Python-logged access line (`logged`: the core wrote it).
+    fn on_static_served(&self, callback: Py<PyAny>) {
+        self.dispatcher.on_static_served(callback);
+    }
+
     /// The eventfd callback (asgi/dispatch.rs).
     fn drain(&self, py: Python<'_>) {
         self.dispatcher.drain(py);

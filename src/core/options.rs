@@ -11,7 +11,9 @@ use pyo3::prelude::*;
 
 use super::seconds::seconds;
 use super::tls_config::TlsConfig;
-use crate::config::{Http2Settings, Http3Settings, HttpMode, PathPolicy, ServerConfig};
+use crate::config::{
+    Http2Settings, Http3Settings, HttpMode, PathPolicy, ServerConfig, StaticFiles, StaticRoute,
+};
 use crate::http::headers::{response_header_name, response_header_value};
 use crate::proxy_protocol::{ProxyProtocol, TrustedPeers, Versions};
 use crate::server::connection::alpn_protocols;
@@ -42,6 +44,13 @@ pub(crate) struct Options {
     limit_request_line: Option<usize>,
     /// `--path-policy` as (prefix, body limit, body timeout), resolved by config.py.
     encoded_path_policies: Vec<(String, Option<u64>, Option<f64>)>,
+    /// `--static-path-route`/`--static-path-mount` pairs as (prefix, canonical mount).
+    encoded_static_routes: Vec<(String, String)>,
+    static_path_expires: Option<u64>,
+    static_path_index: Option<String>,
+    static_path_follow_symlinks: bool,
+    /// Whether the loop hears of each static response (`Config.report_static_responses`).
+    report_static_responses: bool,
     pub(crate) runtime_threads: usize,
     tls: Option<Py<TlsConfig>>,
     ssl_handshake_timeout: f64,
@@ -126,6 +135,20 @@ impl Options {
                     })
                 })
                 .collect::<PyResult<_>>()?,
+            static_files: Arc::new(StaticFiles {
+                routes: self
+                    .encoded_static_routes
+                    .iter()
+                    .map(|(prefix, mount)| StaticRoute {
+                        prefix: prefix.clone(),
+                        mount: mount.into(),
+                    })
+                    .collect(),
+                max_age: self.static_path_expires.filter(|&n| n > 0),
+                index: self.static_path_index.clone().filter(|i| !i.is_empty()),
+                follow_symlinks: self.static_path_follow_symlinks,
+            }),
+            report_static: self.report_static_responses && !self.encoded_static_routes.is_empty(),
             http,
             http2,
             http3: self.http3.then(|| Http3Settings {

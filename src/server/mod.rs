@@ -21,6 +21,7 @@ pub(crate) mod runtime;
 pub(crate) mod sendfile;
 pub(crate) mod service;
 pub(crate) mod stamp;
+pub(crate) mod static_route;
 pub(crate) mod websocket;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};

@@ -30,6 +30,7 @@ use crate::http::headers::{
 use crate::server::admission::Unavailable;
 use crate::server::body_pump::pump_request_body;
 use crate::server::conn_state::{ConnCtx, InFlight};
+use crate::server::static_route;
 use crate::server::websocket::handle_upgrade;
 use crate::server::{Admit, ServerShared};
 use crate::ws::handshake::{
@@ -329,6 +330,11 @@ async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>, arrived: Instant) 
     {
         // An extended CONNECT for a protocol other than WebSocket: no ASGI scope carries it.
         return (ResponseBody::error(config, StatusCode::BAD_REQUEST), None);
+    }
+    if let Some(route) = config.static_files.route_for(req.uri().path()) {
+        // The core's own files: the app never sees these paths.
+        let (head, _body) = req.into_parts();
+        return (static_route::serve(head, route, conn, arrived).await, None);
     }
     if is_websocket_request(config, &req) {
         // A request that asks for a WebSocket gets one, a 4xx or a 503: never an HTTP scope.
