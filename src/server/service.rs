@@ -160,7 +160,11 @@ pub(crate) async fn handle_h3_request(
         Some(refused) => (refused, None),
         None => {
             let (head, body) = req.into_parts();
-            respond_http(head, body, &conn, arrived).await
+            match conn.shared.config.static_files.route_for(head.uri.path()) {
+                // The core's own files, as on TCP.
+                Some(route) => (static_route::serve(head, route, &conn, arrived).await, None),
+                None => respond_http(head, body, &conn, arrived).await,
+            }
         }
     };
     let mut response = response;
