@@ -96,7 +96,9 @@ def test_file_bodies_pipelined_with_interleaved_heads(server, tmp_path):
     expected = os.urandom(300_000)
     big.write_bytes(expected)
     file_req = request_bytes("GET", "/file?" + str(big))
-    payload = file_req + request_bytes("GET", "/") + file_req + request_bytes("GET", "/stream?70000")
+    payload = (
+        file_req + request_bytes("GET", "/") + file_req + request_bytes("GET", "/stream?70000")
+    )
     with RawConnection(server.port) as conn:
         conn.send(payload)
         responses = [conn.read_response() for _ in range(4)]

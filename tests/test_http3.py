@@ -296,14 +296,21 @@ def test_static_route_over_http3(server_factory, c, tmp_path):
     """--static-path-* answers HTTP/3 requests too, with its range and validator rules."""
     (tmp_path / "a.txt").write_bytes(b"0123456789" * 100)
     server = server_factory(
-        APP, "--http3", "--static-path-route", "/static", "--static-path-mount",
-        str(tmp_path), *tls_flags(c),
+        APP,
+        "--http3",
+        "--static-path-route",
+        "/static",
+        "--static-path-mount",
+        str(tmp_path),
+        *tls_flags(c),
     )
 
     async def main():
         async with h3client.h3_connect(server.port, c.ca_pem) as client:
             whole = await client.request("GET", "/static/a.txt")
-            part = await client.request("GET", "/static/a.txt", headers=[(b"range", b"bytes=10-19")])
+            part = await client.request(
+                "GET", "/static/a.txt", headers=[(b"range", b"bytes=10-19")]
+            )
             missing = await client.request("GET", "/static/../h3_app.py")
             app = await client.request("GET", "/")
             return whole, part, missing, app

@@ -24,8 +24,9 @@ async def app(scope, receive, send):
     if scope["type"] == "websocket":
         await receive()  # websocket.connect
         if scope["path"] == "/deny":
-            await send({"type": "websocket.http.response.start", "status": 403,
-                        "headers": INTERLEAVED})
+            await send(
+                {"type": "websocket.http.response.start", "status": 403, "headers": INTERLEAVED}
+            )
             await send({"type": "websocket.http.response.body", "body": b"no"})
             return
         await send({"type": "websocket.accept", "headers": INTERLEAVED})
