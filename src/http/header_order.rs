@@ -52,32 +52,24 @@ pub(crate) fn still_grouped(map: &HeaderMap, name: &HeaderName, appended_existin
 /// The map for `pairs` (in the app's order, not grouped): the marker first, then the pairs.
 pub(crate) fn marked_map(pairs: Vec<(HeaderName, HeaderValue)>) -> HeaderMap {
     let mut map = HeaderMap::with_capacity(pairs.len() + 3);
-    if pairs.len() > MAX_ORDERED {
-        for (name, value) in pairs {
-            map.append(name, value);
-        }
-        return map;
+    if let Some(sequence) = name_sequence(&pairs) {
+        MARKERS_MADE.store(true, Ordering::Relaxed);
+        map.insert(marker_name().clone(), sequence);
     }
-    let mut sequence = Vec::with_capacity(pairs.len() * 12);
-    for (name, _) in &pairs {
-        if !sequence.is_empty() {
-            sequence.push(b' ');
-        }
-        sequence.extend_from_slice(name.as_str().as_bytes());
-    }
-    // Names are tokens: always a valid value.
-    let Ok(sequence) = HeaderValue::from_bytes(&sequence) else {
-        for (name, value) in pairs {
-            map.append(name, value);
-        }
-        return map;
-    };
-    MARKERS_MADE.store(true, Ordering::Relaxed);
-    map.insert(marker_name().clone(), sequence);
     for (name, value) in pairs {
         map.append(name, value);
     }
     map
+}
+
+/// The marker's value: the names in order, space-separated (tokens: always a valid value).
+/// None past `MAX_ORDERED` names.
+fn name_sequence(pairs: &[(HeaderName, HeaderValue)]) -> Option<HeaderValue> {
+    if pairs.len() > MAX_ORDERED {
+        return None;
+    }
+    let names: Vec<&str> = pairs.iter().map(|(name, _)| name.as_str()).collect();
+    HeaderValue::from_str(&names.join(" ")).ok()
 }
 
 /// Whether `headers` carries a marker (one relaxed load while none was ever made).
@@ -126,7 +118,7 @@ pub(crate) fn reorder_head(block: &[u8]) -> Option<(Vec<u8>, usize)> {
     let sequence = marker
         .iter()
         .position(|&b| b == b':')
-        .map_or(&[][..], |colon| trim(&marker[colon + 1..]));
+        .map_or(&[][..], |colon| marker[colon + 1..].trim_ascii());
     // The header lines after the marker, each without its CRLF; the head's last CRLF (the
     // blank line) is written back at the end.
     let lines_bytes = if head_end - 2 > marker_end {
@@ -134,10 +126,14 @@ pub(crate) fn reorder_head(block: &[u8]) -> Option<(Vec<u8>, usize)> {
     } else {
         &[][..]
     };
+    // Field lines hold no CR or LF (hyper's own, and the app's, refused at `send()`).
     let lines: Vec<&[u8]> = if lines_bytes.is_empty() {
         Vec::new()
     } else {
-        split(lines_bytes, b"\r\n")
+        lines_bytes
+            .split(|&b| b == b'\n')
+            .map(|line| line.strip_suffix(b"\r").unwrap_or(line))
+            .collect()
     };
     let mut used = vec![false; lines.len()];
     let mut out = Vec::with_capacity(head_end - marker_end);
@@ -162,28 +158,8 @@ pub(crate) fn reorder_head(block: &[u8]) -> Option<(Vec<u8>, usize)> {
     Some((out, head_end))
 }
 
-fn trim(bytes: &[u8]) -> &[u8] {
-    let start = bytes.iter().position(|b| *b != b' ').unwrap_or(bytes.len());
-    let end = bytes
-        .iter()
-        .rposition(|b| *b != b' ')
-        .map_or(start, |e| e + 1);
-    &bytes[start..end.max(start)]
-}
-
 fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
     haystack.windows(needle.len()).position(|w| w == needle)
-}
-
-fn split<'a>(bytes: &'a [u8], sep: &[u8]) -> Vec<&'a [u8]> {
-    let mut parts = Vec::new();
-    let mut rest = bytes;
-    while let Some(at) = find(rest, sep) {
-        parts.push(&rest[..at]);
-        rest = &rest[at + sep.len()..];
-    }
-    parts.push(rest);
-    parts
 }
 
 #[cfg(test)]

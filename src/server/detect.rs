@@ -236,10 +236,10 @@ impl Follow {
         // A sendfile placeholder (`bridge::file_spans`) is a body, never read: its memory
         // has no read access.
         if buf.is_empty() || !self.ctx.reordered.is_expected() || is_placeholder(buf) {
-            return self.poll_write_out(inner, cx, buf);
+            return poll_write_out(inner, cx, buf, &self.ctx, &mut self.http10);
         }
         match self.order.step(buf, &self.ctx.reordered) {
-            Step::Plain(n) => self.poll_write_out(inner, cx, &buf[..n]),
+            Step::Plain(n) => poll_write_out(inner, cx, &buf[..n], &self.ctx, &mut self.http10),
             Step::Taken(n) => {
                 // Taken: written as far as hyper knows. What the socket does not take now
                 // goes before anything else (and on flush).
@@ -258,29 +258,28 @@ impl Follow {
         cx: &mut Context<'_>,
     ) -> Poll<io::Result<()>> {
         while self.order.has_output() {
-            let out = std::mem::take(&mut self.order);
-            let written = self.poll_write_out(inner, cx, out.output());
-            self.order = out;
-            match ready!(written)? {
+            let out = self.order.output();
+            match ready!(poll_write_out(inner, cx, out, &self.ctx, &mut self.http10))? {
                 0 => return Poll::Ready(Err(io::ErrorKind::WriteZero.into())),
                 n => self.order.sent(n),
             }
         }
         Poll::Ready(Ok(()))
     }
+}
 
-    /// Bytes in the order they go out, through the HTTP/1.0 status-line rewriter when it is on.
-    fn poll_write_out<S: AsyncWrite + Unpin>(
-        &mut self,
-        inner: &mut S,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<io::Result<usize>> {
-        if self.ctx.http10.is_active() {
-            return poll_write_followed(inner, cx, buf, &self.ctx, &mut self.http10);
-        }
-        Pin::new(inner).poll_write(cx, buf)
+/// Bytes in the order they go out, through the HTTP/1.0 status-line rewriter when it is on.
+fn poll_write_out<S: AsyncWrite + Unpin>(
+    inner: &mut S,
+    cx: &mut Context<'_>,
+    buf: &[u8],
+    ctx: &ConnCtx,
+    http10: &mut HeadWriter,
+) -> Poll<io::Result<usize>> {
+    if ctx.http10.is_active() {
+        return poll_write_followed(inner, cx, buf, ctx, http10);
     }
+    Pin::new(inner).poll_write(cx, buf)
 }
 
 /// A write on a connection whose HTTP/1.0 responses are followed: hyper's bytes, cut at each

@@ -6,7 +6,7 @@ use http::{HeaderMap, Version};
 use percent_encoding::percent_decode;
 
 use crate::bridge::pending::{LocalAddr, PendingRequest};
-use crate::http::header_order::marked_map;
+use crate::http::header_order::{marked_map, still_grouped};
 use crate::http::headers::{response_header_name, response_header_value};
 
 /// The `http` scope's per-request parts, NUL-separated: method, HTTP version, raw path,
@@ -93,11 +93,9 @@ pub(crate) fn unpack_headers(packed: &[u8], count: usize) -> Option<HeaderMap> {
         let name = response_header_name(raw_name).ok()?;
         let value = response_header_value(fields.next()?).ok()?;
         if map.append(name, value) && grouped {
-            // A repeated name: grouped only if it is the map's latest (see header_order).
-            grouped = map
-                .keys()
-                .last()
-                .is_some_and(|k| k.as_str().as_bytes().eq_ignore_ascii_case(raw_name));
+            // A repeated name (made again rather than every name cloned for this look).
+            let name = response_header_name(raw_name).ok()?;
+            grouped = still_grouped(&map, &name, true);
         }
     }
     if fields.next().is_some() {
