@@ -2291,7 +2291,11 @@ def render_markdown(results: dict, png_name: str | None) -> str:
             "- framework scenarios: the app target is the scenario's instead ("
             + "; ".join(
                 f"{n}: `{SCENARIOS[n]['app']}`"
-                + (f", floor `--app {SCENARIOS[n]['floor_app']}`" if with_floor else "")
+                + (
+                    f", floor `--app {SCENARIOS[n]['floor_app']}`"
+                    if with_floor and "floor_app" in SCENARIOS[n]
+                    else ""
+                )
                 for n in fw_scen
             )
             + ")"
