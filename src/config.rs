@@ -101,6 +101,8 @@ pub(crate) struct StaticFiles {
     pub(crate) index: Option<String>,
     /// `--static-path-follow-symlinks`: serve what a symlink names outside the mount.
     pub(crate) follow_symlinks: bool,
+    /// `--static-path-cache-size`: bytes of small files kept in memory (0: none).
+    pub(crate) cache_bytes: usize,
 }
 
 impl StaticFiles {

@@ -360,6 +360,79 @@ def test_a_download_in_flight_finishes_across_a_graceful_shutdown(server_factory
     assert s.proc.wait(timeout=30) == 0
 
 
+def _settle(path, mtime_ns):
+    """An mtime well in the past: the cache keeps only files not modified in the last 2 s."""
+    os.utime(path, ns=(mtime_ns, mtime_ns))
+
+
+def test_cached_small_files_follow_every_change_on_disk(server_factory, tmp_path):
+    """Small files are kept in memory (--static-path-cache-size) and checked with a stat per
+    request: every way a deploy changes a file is seen by the very next request."""
+    root = tmp_path / "root"
+    root.mkdir()
+    (tmp_path / "outside.txt").write_bytes(b"O" * 1000)
+    path = root / "f.txt"
+    old = 1_600_000_000 * 10**9
+    path.write_bytes(b"1" * 1000)
+    _settle(path, old)
+    flags = ["--static-path-route", "/s", "--static-path-mount", str(root), "--no-access-log"]
+    s = server_factory(APP, *flags)
+
+    def fetch(headers=()):
+        r = get(s, "/s/f.txt", headers)
+        return r.status, r.body, r.header("etag"), r.header("content-encoding")
+
+    first = fetch()
+    assert first[:2] == (200, b"1" * 1000)
+    assert fetch() == first  # from memory now
+    range_ = get(s, "/s/f.txt", [("Range", "bytes=10-19")])
+    assert (range_.status, range_.body) == (206, b"1" * 10)
+    assert get(s, "/s/f.txt", [("If-None-Match", first[2])]).status == 304
+
+    # Rewritten in place, same size, mtime put back (rsync -t, a careful deploy): the
+    # inode, size and mtime are the same, the ctime is not.
+    with open(path, "r+b") as f:
+        f.write(b"2" * 1000)
+    _settle(path, old)
+    assert fetch()[:2] == (200, b"2" * 1000)
+
+    # Replaced by rename with the same size and mtime: another inode.
+    staged = root / ".staged"
+    staged.write_bytes(b"3" * 1000)
+    _settle(staged, old)
+    os.rename(staged, path)
+    third = fetch()
+    assert third[:2] == (200, b"3" * 1000) and third[2] != first[2]
+
+    # A precompressed sibling that appears is served at once to a client that takes it.
+    gz = gzip.compress(b"3" * 1000)
+    (root / "f.txt.gz").write_bytes(gz)
+    _settle(root / "f.txt.gz", old)
+    assert fetch([("Accept-Encoding", "gzip")])[1::2] == (gz, "gzip")
+    assert fetch()[1:] == third[1:]
+
+    # A symlink out of the mount in its place, then nothing: both 404.
+    path.unlink()
+    os.symlink(tmp_path / "outside.txt", path)
+    assert fetch()[0] == 404
+    path.unlink()
+    assert fetch()[0] == 404
+    path.write_bytes(b"4" * 10)  # and back, fresh (too young to be kept)
+    assert fetch()[:2] == (200, b"4" * 10)
+    assert fetch()[:2] == (200, b"4" * 10)
+
+
+def test_the_file_cache_can_be_turned_off(server_factory, tree):
+    root, files = tree
+    flags = ["--static-path-route", "/s", "--static-path-mount", str(root)]
+    s = server_factory(APP, *flags, "--static-path-cache-size", "0")
+    for _ in range(2):
+        r = get(s, "/s/hello.txt")
+        assert (r.status, r.body) == (200, files["hello.txt"])
+    result = run_ferrocorn(APP, *flags, "--static-path-cache-size", "-1")
+    assert result.returncode != 0 and b"static-path-cache-size" in result.stderr
+
+
 @pytest.mark.parametrize(
     "args, message",
     [

@@ -116,6 +116,7 @@ _SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "static_path_expires",
             "static_path_index",
             "static_path_follow_symlinks",
+            "static_path_cache_size",
         ),
     ),
     ("Logging", ("log_level", "log_config", "log_format", "access_log", "access_log_format")),
@@ -481,6 +482,13 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     is_flag=True,
     default=False,
     help="Serve files that symlinks in a mount point to outside it (default: 404).",
+)
+@_option(
+    "--static-path-cache-size",
+    type=click.IntRange(min=0),
+    default=_DEFAULTS["static_path_cache_size"],
+    help="Bytes of small static files (up to 256 KiB each) kept in memory, checked with a "
+    "stat per request (0: read every file afresh).",
 )
 # TLS
 @_option(

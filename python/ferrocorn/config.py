@@ -561,6 +561,7 @@ class Config:
         static_path_expires: int = 86400,
         static_path_index: str | None = None,
         static_path_follow_symlinks: bool = False,
+        static_path_cache_size: int = 32 * 1024 * 1024,
         workers: int | None = None,
         limit_max_requests_jitter: int = 0,
         reload: bool = False,
@@ -744,6 +745,9 @@ class Config:
             )
         self.static_path_index = static_path_index
         self.static_path_follow_symlinks = bool(static_path_follow_symlinks)
+        self.static_path_cache_size = _check_int(
+            "static_path_cache_size", static_path_cache_size, 0
+        )
 
         self.ssl_certfile = _optional_path(ssl_certfile)
         self.ssl_keyfile = _optional_path(ssl_keyfile)

@@ -49,6 +49,7 @@ pub(crate) struct Options {
     static_path_expires: Option<u64>,
     static_path_index: Option<String>,
     static_path_follow_symlinks: bool,
+    static_path_cache_size: usize,
     /// Whether the loop hears of each static response (`Config.report_static_responses`).
     report_static_responses: bool,
     pub(crate) runtime_threads: usize,
@@ -147,6 +148,7 @@ impl Options {
                 max_age: self.static_path_expires.filter(|&n| n > 0),
                 index: self.static_path_index.clone().filter(|i| !i.is_empty()),
                 follow_symlinks: self.static_path_follow_symlinks,
+                cache_bytes: self.static_path_cache_size,
             }),
             report_static: self.report_static_responses && !self.encoded_static_routes.is_empty(),
             http,

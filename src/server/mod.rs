@@ -36,6 +36,7 @@ use crate::config::ServerConfig;
 use crate::server::admission::{
     AdmissionQueue, Unavailable, UnavailableCounts, WebSocketCount, WebSocketSlot,
 };
+use crate::server::static_route::StaticCache;
 
 /// Where the server is in its life; connections and accept loops watch it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord)]
@@ -66,6 +67,8 @@ pub(crate) struct ServerShared {
     websockets: Arc<WebSocketCount>,
     pub(crate) unavailable: UnavailableCounts,
     tls_handshake_failures: AtomicU64,
+    /// `--static-path-cache-size`: the static route's small files (static_route/cache.rs).
+    pub(crate) static_cache: StaticCache,
 }
 
 /// What `admit_request` decided.
@@ -94,6 +97,7 @@ impl ServerShared {
             websockets: Arc::default(),
             unavailable: UnavailableCounts::default(),
             tls_handshake_failures: AtomicU64::new(0),
+            static_cache: StaticCache::new(config.static_files.cache_bytes),
             config,
         }
     }

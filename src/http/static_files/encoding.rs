@@ -2,7 +2,7 @@
 //! §12.5.3): the acceptable coding with the highest q-value, Brotli on a tie.
 
 /// A precompressed representation kept next to a file.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Hash, PartialEq, Eq)]
 pub(crate) enum Precompressed {
     Brotli,
     Gzip,

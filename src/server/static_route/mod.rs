@@ -4,9 +4,13 @@
 //! for its access line and metrics, `Event::Served`).
 //!
 //! The rules are `http/static_files/`; the file-system work is `lookup`'s, on tokio's
-//! blocking pool; a large file streams through the bridge's `FileBody`.
+//! blocking pool; a large file streams through the bridge's `FileBody`; a small one served
+//! before may come from `cache` (checked with a `stat` per path, on this thread).
 
+mod cache;
 mod lookup;
+
+pub(crate) use cache::StaticCache;
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -30,7 +34,8 @@ use crate::http::static_files::encoding::preferred;
 use crate::http::static_files::path::resolve;
 use crate::http::static_files::range::{content_range, unsatisfied_range};
 use crate::server::conn_state::ConnCtx;
-use lookup::{look_up, Ask, Content, FileAnswer, Lookup, Reply};
+use cache::CacheKey;
+use lookup::{answer_cached, look_up, Ask, Content, FileAnswer, Found, Lookup, Reply};
 
 /// Answers a request under `route` (the caller matched its prefix).
 pub(crate) async fn serve(
@@ -40,7 +45,7 @@ pub(crate) async fn serve(
     arrived: Instant,
 ) -> Response<ResponseBody> {
     let config = &conn.shared.config;
-    let response = answer(&head, route, config).await;
+    let response = answer(&head, route, config, &conn.shared.static_cache).await;
     if config.report_static {
         report(conn, head, &response, arrived);
     }
@@ -51,6 +56,7 @@ async fn answer(
     head: &request::Parts,
     route: &StaticRoute,
     config: &Arc<ServerConfig>,
+    cache: &StaticCache,
 ) -> Response<ResponseBody> {
     let is_head = head.method == Method::HEAD;
     if !is_head && head.method != Method::GET {
@@ -64,25 +70,54 @@ async fn answer(
     let Some(relative) = resolve(&route.prefix, path) else {
         return text(config, StatusCode::NOT_FOUND);
     };
-    let files: &StaticFiles = &config.static_files;
-    let ask = Ask {
-        mount: route.mount.clone(),
-        relative,
-        index: files.index.clone(),
-        follow_symlinks: files.follow_symlinks,
+    let key = CacheKey {
+        named: route.mount.join(relative),
         slash: path.ends_with('/'),
         codings: head
             .headers
             .get(ACCEPT_ENCODING)
             .map_or_else(Vec::new, |v| preferred(v.as_bytes())),
+    };
+    if cache.enabled() {
+        if let Some(held) = cache.get(&key) {
+            if held.is_current() {
+                return file_response(config, answer_cached(&held, &head.headers, is_head));
+            }
+            cache.forget(&key, &held);
+        }
+    }
+    let files: &StaticFiles = &config.static_files;
+    let ask = Ask {
+        mount: route.mount.clone(),
+        named: key.named.clone(),
+        index: files.index.clone(),
+        follow_symlinks: files.follow_symlinks,
+        slash: key.slash,
+        codings: key.codings.clone(),
         headers: head.headers.clone(),
         is_head,
+        for_cache: cache.enabled(),
     };
     match tokio::task::spawn_blocking(move || look_up(ask)).await {
-        Ok(Lookup::File(file)) => file_response(config, file),
-        Ok(Lookup::AddSlash) => add_slash(config, head),
+        Ok(Found {
+            lookup: Lookup::File(file),
+            to_cache,
+        }) => {
+            if let Some(kept) = to_cache {
+                cache.insert(key, kept);
+            }
+            file_response(config, file)
+        }
+        Ok(Found {
+            lookup: Lookup::AddSlash,
+            ..
+        }) => add_slash(config, head),
         // A lookup that panicked is a missing file to the client, and ends nothing else.
-        Ok(Lookup::Missing) | Err(_) => text(config, StatusCode::NOT_FOUND),
+        Ok(Found {
+            lookup: Lookup::Missing,
+            ..
+        })
+        | Err(_) => text(config, StatusCode::NOT_FOUND),
     }
 }
 
