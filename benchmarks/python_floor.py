@@ -16,8 +16,19 @@ holds nothing but the scope and the app.
 
 The figure is CPU time (`time.process_time()`) over N requests: CPU µs per request, the
 median of several repetitions. The scope part is also measured alone, so the report shows
-both. Scenarios whose app needs a running event loop (`sleep`: asyncio.sleep) and the
-idle-connection scenario have no figure here.
+both. The idle-connection scenario has no figure here.
+
+Loop mode: a scenario whose app cannot finish without a running event loop (`sleep`:
+asyncio.sleep; `file-*`: Starlette's FileResponse stats the file in an anyio worker thread)
+is measured under one instead: uvloop's loop if it imports (the servers run on it), else
+asyncio's, with the same C-level receive/send returning already-done futures, and each app
+call a task of its own, as many in flight at once as the scenario has wrk connections (a new
+one starts when one ends). CPU time is the process's (all threads: the anyio worker threads
+too), over N completed requests, median of repetitions, each bounded in wall time. That
+figure includes the event loop's own cost per request (creating the task, running it, the
+wake-ups a worker thread or a timer needs), so its entry says so: `"driver": "event loop
+(uvloop), 64 in flight"`. The scenarios that run without a loop keep the loopless figure
+(`--loop` measures them under the loop too, for comparison).
 
     python benchmarks/python_floor.py                   # every scenario, human-readable
     python benchmarks/python_floor.py --scenarios plaintext,json --json
@@ -36,6 +47,7 @@ import gc
 import importlib
 import itertools
 import json
+import os
 import platform
 import statistics
 import sys
@@ -47,7 +59,11 @@ REPO = HERE.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from benchmarks.run import APP_TARGET, SCENARIOS  # noqa: E402  (needs REPO on sys.path)
+from benchmarks.run import (  # noqa: E402  (needs REPO on sys.path)
+    APP_TARGET,
+    SCENARIOS,
+    ensure_bench_files,
+)
 
 # What the scope says about the connection: wrk connects to 127.0.0.1 (run.py's servers
 # listen there); the ports are any fixed pair.
@@ -186,10 +202,13 @@ def lifespan_state(app) -> dict | None:
 
 
 class _Loopless:
-    """Pre-completed awaitables for receive() and send(), and the coroutine driver."""
+    """Pre-completed awaitables for receive() and send(), and the coroutine driver. With
+    `loop` (the loop mode's running loop) the futures are that loop's; without one, a loop
+    of its own only owns them and never runs."""
 
-    def __init__(self, request_message: dict):
-        self.loop = asyncio.new_event_loop()  # only to own the futures; never run
+    def __init__(self, request_message: dict, loop: asyncio.AbstractEventLoop | None = None):
+        self._own_loop = loop is None
+        self.loop = asyncio.new_event_loop() if loop is None else loop
         self.received = self.loop.create_future()
         self.received.set_result(request_message)
         self.sent = self.loop.create_future()
@@ -199,7 +218,8 @@ class _Loopless:
         self.send = functools.partial(next, itertools.repeat(self.sent))
 
     def close(self) -> None:
-        self.loop.close()
+        if self._own_loop:
+            self.loop.close()
 
 
 def check_response(app, build, request_message: dict) -> dict:
@@ -223,16 +243,166 @@ def check_response(app, build, request_message: dict) -> dict:
             raise RuntimeError(f"the app awaited something not complete ({yielded!r})")
     finally:
         loopless.close()
+    return summarize_sent(sent)
+
+
+def summarize_sent(sent: list[dict]) -> dict:
+    """The response the app's send() calls made up (`pathsend`: the path it handed over)."""
     start = next((m for m in sent if m["type"] == "http.response.start"), None)
     if start is None:
         raise RuntimeError("the app sent no http.response.start")
     body = b"".join(m.get("body", b"") for m in sent if m["type"] == "http.response.body")
-    return {
+    out = {
         "status": start["status"],
         "headers": [(k.decode("latin-1"), v.decode("latin-1")) for k, v in start["headers"]],
         "body_bytes": len(body),
         "body_head": body[:120].decode("latin-1"),
         "messages": len(sent),
+    }
+    pathsend = next((m for m in sent if m["type"] == "http.response.pathsend"), None)
+    if pathsend is not None:
+        out["pathsend"] = pathsend["path"]
+    return out
+
+
+def validate_loop_response(sent: list[dict]) -> dict:
+    """The loop mode's check of one response: status 200, then the body as a pathsend
+    message (the file there, as long as content-length says) or body messages ending with
+    more_body false. Raises RuntimeError otherwise."""
+    response = summarize_sent(sent)
+    if response["status"] != 200:
+        raise RuntimeError(f"the app answered {response['status']}")
+    length = next((v for k, v in response["headers"] if k.lower() == "content-length"), None)
+    if "pathsend" in response:
+        size = os.stat(response["pathsend"]).st_size
+        if length is not None and int(length) != size:
+            raise RuntimeError(f"pathsend of {size} bytes, content-length {length}")
+    else:
+        bodies = [m for m in sent if m["type"] == "http.response.body"]
+        if not bodies or bodies[-1].get("more_body", False):
+            raise RuntimeError("no final http.response.body (nor a pathsend) message")
+        if length is not None and int(length) != response["body_bytes"]:
+            raise RuntimeError(f"{response['body_bytes']} body bytes, content-length {length}")
+    return response
+
+
+def new_event_loop() -> tuple[asyncio.AbstractEventLoop, str]:
+    """uvloop's loop if it imports (the servers run on it), else asyncio's; and its name."""
+    try:
+        import uvloop
+    except ImportError:
+        return asyncio.new_event_loop(), "asyncio"
+    return uvloop.new_event_loop(), "uvloop"
+
+
+async def drive_tasks(
+    app, build, receive, send, n: int, in_flight: int, wall_limit: float
+) -> tuple[int, BaseException | None]:
+    """Run up to n app calls, each as a task of the running loop, `in_flight` at a time: a
+    new one starts when one ends, until n have started or wall_limit seconds have passed
+    (looked at every 128 completions). Returns the completed calls and the first error."""
+    loop = asyncio.get_running_loop()
+    create_task = loop.create_task
+    finished = loop.create_future()
+    deadline = time.monotonic() + wall_limit
+    started = running = done = 0
+    stop = False
+    error: BaseException | None = None
+
+    def start() -> None:
+        nonlocal started, running
+        started += 1
+        running += 1
+        create_task(app(build(), receive, send)).add_done_callback(on_done)
+
+    def on_done(task: asyncio.Task) -> None:
+        nonlocal running, done, stop, error
+        running -= 1
+        exc = asyncio.CancelledError() if task.cancelled() else task.exception()
+        if exc is None:
+            done += 1
+            if not done & 127 and time.monotonic() >= deadline:
+                stop = True
+        elif error is None:
+            error = exc
+        if error is None and not stop and started < n:
+            start()
+        elif running == 0 and not finished.done():
+            finished.set_result(None)
+
+    for _ in range(min(in_flight, n)):
+        start()
+    await finished
+    return done, error
+
+
+def measure_with_loop(
+    spec: dict, target: str, app, build, request_message: dict, seconds: float, repeats: int
+) -> dict:
+    """The loop mode (see the module docstring): CPU µs per request under a running loop."""
+    in_flight = max(1, int(spec.get("connections", 1)))
+    wall_limit = max(1.0, 4 * seconds)  # per timed run: `sleep` is bound by its timers
+    loop, loop_name = new_event_loop()
+    io = _Loopless(request_message, loop)
+
+    async def one_checked() -> dict:
+        sent: list[dict] = []
+
+        async def send(message):
+            sent.append(message)
+
+        await asyncio.wait_for(loop.create_task(app(build(), io.receive, send)), 10)
+        return validate_loop_response(sent)
+
+    async def timed(n: int) -> tuple[float, int]:
+        t0 = time.process_time()
+        done, error = await drive_tasks(app, build, io.receive, io.send, n, in_flight, wall_limit)
+        spent = time.process_time() - t0
+        if error is not None:
+            raise RuntimeError(f"an app call failed: {type(error).__name__}: {error}")
+        if not done:
+            raise RuntimeError(f"no request completed in {wall_limit:g} s")
+        return spent, done
+
+    async def run() -> tuple[dict, int, list[float]]:
+        response = await one_checked()
+        # Calibrate (this also starts the worker threads and warms the caches up).
+        n = max(1000, 4 * in_flight)
+        while True:
+            spent, done = await timed(n)
+            if spent >= 0.05 or done < n or n >= 10_000_000:
+                break
+            n *= 4
+        n = max(2 * in_flight, int(seconds * done / max(spent, 1e-6)))
+        rounds = []
+        for _ in range(repeats):
+            spent, done = await timed(n)
+            rounds.append(spent * 1e6 / done)
+        return response, n, rounds
+
+    try:
+        response, n, total = loop.run_until_complete(run())
+        loop.run_until_complete(loop.shutdown_asyncgens())
+    finally:
+        io.close()
+        loop.close()
+    scope_only = [time_loop(build, n) * 1e6 / n for _ in range(repeats)]
+    total_us = statistics.median(total)
+    scope_us = statistics.median(scope_only)
+    return {
+        "status": "ok",
+        "app": target,
+        "iterations": n,
+        "repeats": repeats,
+        "driver": f"event loop ({loop_name}), {in_flight} in flight",
+        "loop": loop_name,
+        "in_flight": in_flight,
+        "cpu_us_per_req": total_us,
+        "scope_us_per_req": scope_us,
+        "app_us_per_req": max(0.0, total_us - scope_us),
+        "rounds_us": [round(x, 4) for x in total],
+        "scope_rounds_us": [round(x, 4) for x in scope_only],
+        "response": response,
     }
 
 
@@ -244,10 +414,14 @@ def time_loop(fn, n: int) -> float:
     return time.process_time() - t0
 
 
-def measure_scenario(name: str, seconds: float, repeats: int) -> dict:
+def measure_scenario(name: str, seconds: float, repeats: int, with_loop: bool = False) -> dict:
+    """The scenario's Python floor: loopless if the app runs so (and not `with_loop`), else
+    under a running loop (measure_with_loop)."""
     spec = SCENARIOS[name]
     if spec["kind"] in _NOT_RUNNABLE:
         return {"status": "n/a", "reason": _NOT_RUNNABLE[spec["kind"]]}
+    if spec.get("group") == "files":
+        ensure_bench_files()  # run.py makes them too; here for a run of this script alone
     target = spec.get("app", APP_TARGET)
     try:
         app = load_app(target)
@@ -257,16 +431,27 @@ def measure_scenario(name: str, seconds: float, repeats: int) -> dict:
     build = make_scope_builder(spec, state)
     _method, _target, _headers, body = request_head(spec)
     request_message = {"type": "http.request", "body": body, "more_body": False}
+    request = f"{_method} {spec['path']}"
     try:
         response = check_response(app, build, request_message)
-    except Exception as exc:  # noqa: BLE001 -- reported, not raised
-        return {
-            "status": "n/a",
-            "reason": f"needs a running event loop ({type(exc).__name__}: {exc})",
-            "app": target,
-        }
-    if response["status"] >= 400:
-        return {"status": "n/a", "reason": f"the app answered {response['status']}"}
+    except Exception as exc:  # noqa: BLE001 -- then under a loop
+        loopless_error: str | None = f"{type(exc).__name__}: {exc}"
+    else:
+        loopless_error = None
+        if response["status"] >= 400:
+            return {"status": "n/a", "reason": f"the app answered {response['status']}"}
+    if loopless_error is not None or with_loop:
+        try:
+            out = measure_with_loop(spec, target, app, build, request_message, seconds, repeats)
+        except Exception as exc:  # noqa: BLE001 -- reported, not raised
+            reason = f"under a running event loop: {type(exc).__name__}: {exc}"
+            if loopless_error is not None:
+                reason = f"needs a running event loop ({loopless_error}); {reason}"
+            return {"status": "n/a", "reason": reason, "app": target}
+        out["request"] = request
+        if loopless_error is not None:
+            out["loopless"] = f"needs a running event loop ({loopless_error})"
+        return out
 
     loopless = _Loopless(request_message)
     receive, send = loopless.receive, loopless.send
@@ -298,7 +483,7 @@ def measure_scenario(name: str, seconds: float, repeats: int) -> dict:
     return {
         "status": "ok",
         "app": target,
-        "request": f"{_method} {spec['path']}",
+        "request": request,
         "iterations": n,
         "repeats": repeats,
         "cpu_us_per_req": total_us,
@@ -308,6 +493,28 @@ def measure_scenario(name: str, seconds: float, repeats: int) -> dict:
         "scope_rounds_us": [round(x, 4) for x in scope_only],
         "response": response,
     }
+
+
+def callgrind_loop(name: str, n: int) -> None:
+    """Run scenario `name`'s request n times and nothing else: floor_callgrind.py runs this
+    under callgrind twice (two values of n) and keeps the difference per request."""
+    spec = SCENARIOS[name]
+    app = load_app(spec.get("app", APP_TARGET))
+    build = make_scope_builder(spec, lifespan_state(app))
+    body = request_head(spec)[3]
+    loopless = _Loopless({"type": "http.request", "body": body, "more_body": False})
+    receive, send = loopless.receive, loopless.send
+    try:
+        for _ in itertools.repeat(None, n):
+            coro = app(build(), receive, send)
+            try:
+                coro.send(None)
+            except StopIteration:
+                continue
+            coro.close()
+            raise RuntimeError("the app yielded: it needs an event loop")
+    finally:
+        loopless.close()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -322,6 +529,12 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--repeats", type=int, default=5, help="repetitions, median kept (default 5)")
     p.add_argument("--json", action="store_true", help="print one JSON object (for run.py)")
     p.add_argument("--check", action="store_true", help="also print each scenario's response")
+    p.add_argument(
+        "--loop",
+        action="store_true",
+        help="measure every scenario under a running event loop (default: only those whose "
+        "app needs one)",
+    )
     args = p.parse_args(argv)
     names = [s.strip() for s in args.scenarios.split(",")] if args.scenarios else list(SCENARIOS)
     bad = [n for n in names if n not in SCENARIOS]
@@ -335,13 +548,17 @@ def main(argv: list[str] | None = None) -> int:
         "scenarios": {},
     }
     for name in names:
-        out["scenarios"][name] = measure_scenario(name, args.seconds, max(1, args.repeats))
+        out["scenarios"][name] = measure_scenario(
+            name, args.seconds, max(1, args.repeats), with_loop=args.loop
+        )
     if args.json:
         print(json.dumps(out))
         return 0
     print(f"Python floor on {out['python']} ({out['executable']})")
     print("CPU µs/request: scope built as ferrocorn builds it + the app's coroutine run to the")
     print("end with pre-completed receive/send awaitables (no event loop); median of repeats.")
+    print("Rows marked [loop] ran under a running event loop, each app call a task, as many")
+    print("in flight as the scenario has connections: their figure includes the loop's cost.")
     print()
     print(f"{'scenario':22} {'total':>8} {'scope':>8} {'app':>8}  iterations  app / request")
     for name, r in out["scenarios"].items():
@@ -352,9 +569,13 @@ def main(argv: list[str] | None = None) -> int:
             f"{name:22} {r['cpu_us_per_req']:8.2f} {r['scope_us_per_req']:8.2f} "
             f"{r['app_us_per_req']:8.2f}  {r['iterations']:>10,}  {r['app']}  {r['request']}"
         )
+        if r.get("driver"):
+            print(f"{'':22} [loop] {r['driver']}")
         if args.check:
             resp = r["response"]
             print(f"{'':22} -> {resp['status']} {resp['headers']} {resp['body_bytes']} bytes")
+            if "pathsend" in resp:
+                print(f"{'':22}    pathsend {resp['pathsend']}")
             print(f"{'':22}    {resp['body_head'][:80]!r}")
     return 0
 

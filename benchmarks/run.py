@@ -259,15 +259,18 @@ SCENARIOS: dict[str, dict] = {
     # File scenarios (benchmarks/file_app.py, files made by ensure_bench_files): Starlette's
     # FileResponse (pathsend where the server has it), and the server's own static route
     # (`static`: ferrocorn's and granian's --static-path-*; `bases`: the servers that have one).
+    # The floor serves the FileResponse ones (`--app files --files BENCH_FILES`: the same
+    # headers, the bodies from memory); its Python floor runs under an event loop.
     "file-50k": dict(
         title="Starlette FileResponse, 50 KB file",
         kind="wrk",
         group="files",
         app=FILE_APP,
+        floor_app="files",
         path="/files/50k.bin",
         connections=64,
         accept=TE_ACCEPT_PLAIN,
-        bases=("ferrocorn", "granian", "uvicorn", "h2corn"),
+        bases=("ferrocorn", "granian", "uvicorn", "h2corn", "floor"),
         desc="GET /files/50k.bin through Starlette's FileResponse (`benchmarks/file_app.py`): "
         "the server sends the file itself when it offers http.response.pathsend (ferrocorn, "
         "granian), else Starlette reads and sends it in chunks. 64 keep-alive connections.",
@@ -277,12 +280,13 @@ SCENARIOS: dict[str, dict] = {
         kind="wrk",
         group="files",
         app=FILE_APP,
+        floor_app="files",
         path="/files/5m.bin",
         connections=16,
         accept=TE_ACCEPT_PLAIN,
         throughput=True,
         timeout=30,
-        bases=("ferrocorn", "granian", "uvicorn", "h2corn"),
+        bases=("ferrocorn", "granian", "uvicorn", "h2corn", "floor"),
         desc="GET /files/5m.bin through Starlette's FileResponse, 16 connections. Reported in "
         "MiB/s (bytes received per second, headers included).",
     ),
@@ -779,7 +783,8 @@ class Server:
         if self.base == FLOOR:
             # The last element stands where the others have the app target (see idle_extra).
             cmd = [str(FLOOR_BIN), "--host", "127.0.0.1", "--port", str(port)]
-            return cmd + self.extra + ["--app", spec.get("floor_app", "app")]
+            files = floor_files_args(spec)
+            return cmd + files + self.extra + ["--app", spec.get("floor_app", "app")]
         if self.base == "ferrocorn":
             cmd = [
                 py,
@@ -894,6 +899,20 @@ class Server:
             return json.loads(capture([self.py, "-c", code]))
         except ValueError:
             return {}
+
+
+def floor_files_args(spec: dict) -> list[str]:
+    """`--files DIR` for the floor server in a scenario it serves files in (`floor_app`
+    "files": file_app.py's FileResponse, the files ensure_bench_files makes)."""
+    return ["--files", str(BENCH_FILES)] if spec.get("floor_app") == "files" else []
+
+
+def floor_args_display(spec: dict) -> str:
+    """The floor server's arguments for a scenario as the report shows them (`--app ...`,
+    paths from the repository root)."""
+    args = ["--app", spec.get("floor_app", "app"), *floor_files_args(spec)]
+    prefix = str(REPO) + "/"
+    return shlex.join(a[len(prefix) :] if a.startswith(prefix) else a for a in args)
 
 
 def free_port() -> int:
@@ -1755,6 +1774,7 @@ def measure_python_floor(scen_names: list[str], args: argparse.Namespace, pin: b
             log(
                 f"   {name}: {r['cpu_us_per_req']:.2f} CPU µs/req "
                 f"(scope {r['scope_us_per_req']:.2f} + app {r['app_us_per_req']:.2f})"
+                + (f", under {r['driver']}" if r.get("driver") else "")
             )
         else:
             log(f"   {name}: n/a ({r.get('reason')})")
@@ -1763,20 +1783,24 @@ def measure_python_floor(scen_names: list[str], args: argparse.Namespace, pin: b
 
 def floor_entry(results: dict, name: str) -> dict | None:
     """The floor of one scenario: the hyper floor server's CPU µs/req from this run plus the
-    Python floor's; ferrocorn's CPU µs/req and its ratio to it. None without both parts."""
+    Python floor's; ferrocorn's CPU µs/req and its ratio to it. None without both parts, or
+    when the floor server's measured round had error statuses (it did not send the
+    scenario's response). `python_driver`: how the Python floor ran the app when it needed
+    a running event loop (None: no loop)."""
     scen = results["scenarios"].get(name, {})
     hyper = scen.get("servers", {}).get(FLOOR)
     py = results.get("python_floor", {}).get("scenarios", {}).get(name)
     if not hyper or hyper.get("status") != "ok" or not py or py.get("status") != "ok":
         return None
     hyper_us = hyper["median"].get("cpu_us_per_req")
-    if hyper_us is None:
+    if hyper_us is None or hyper["median"].get("status"):
         return None
     entry = {
         "hyper_cpu_us_per_req": hyper_us,
         "python_cpu_us_per_req": py["cpu_us_per_req"],
         "python_scope_us_per_req": py["scope_us_per_req"],
         "python_app_us_per_req": py["app_us_per_req"],
+        "python_driver": py.get("driver"),
         "floor_cpu_us_per_req": hyper_us + py["cpu_us_per_req"],
         "ratios": {},
     }
@@ -2118,7 +2142,8 @@ def floor_section(results: dict) -> list[str]:
         "ferrocorn's settings and the same responses, no Python: `benchmarks/floor`), measured "
         "in this run like every server, **plus** the Python floor: the CPU µs of building the "
         "request's ASGI scope as ferrocorn does and running the app's coroutine to the end with "
-        "pre-completed `receive`/`send` awaitables, without an event loop "
+        "pre-completed `receive`/`send` awaitables, without an event loop (rows marked *with a "
+        "loop*: under one, see below the table) "
         "(`benchmarks/python_floor.py`, on "
         f"{pf.get('python', '?')}, pinned to the servers' CPU, median of "
         "repetitions). A server's ratio to the floor is what its bridge between hyper and "
@@ -2135,22 +2160,25 @@ def floor_section(results: dict) -> list[str]:
         "floor CPU µs/req | ferrocorn CPU µs/req | ferrocorn / floor | others / floor |",
         "|---|---:|---:|---:|---:|---:|---|",
     ]
+    drivers: dict[str, str] = {}
     for name, scen in results["scenarios"].items():
         if _is_idle(name):
             continue
         hyper = scen["servers"].get(FLOOR)
         py = pf.get("scenarios", {}).get(name)
         entry = floor_entry(results, name)
-        hyper_cell = (
-            fmt_num(hyper["median"].get("cpu_us_per_req"), 1)
-            if hyper and hyper.get("status") == "ok"
-            else "n/a"
-        )
+        hyper_ok = hyper and hyper.get("status") == "ok"
+        hyper_cell = fmt_num(hyper["median"].get("cpu_us_per_req"), 1) if hyper_ok else "n/a"
+        if hyper_ok and hyper["median"].get("status"):
+            hyper_cell += f" ({hyper['median']['status']} error statuses: not used)"
         if py and py.get("status") == "ok":
             py_cell = (
                 f"{py['cpu_us_per_req']:.2f} ({py['scope_us_per_req']:.2f} + "
                 f"{py['app_us_per_req']:.2f})"
             )
+            if py.get("driver"):
+                py_cell += " *with a loop*"
+                drivers[name] = py["driver"]
         else:
             py_cell = "n/a" + (f": {_oneline(py.get('reason'))}" if py else "")
         if not entry:
@@ -2167,6 +2195,18 @@ def floor_section(results: dict) -> list[str]:
             f"{others or '–'} |"
         )
     out.append("")
+    if drivers:
+        out += [
+            "*with a loop*: the app cannot finish without a running event loop (a timer, or "
+            "Starlette's FileResponse, which stats the file in an anyio worker thread), so its "
+            "Python floor was measured under one, each app call a task of its own, as many in "
+            "flight as the scenario has connections ("
+            + "; ".join(f"{n}: {d}" for n, d in drivers.items())
+            + "), CPU time of the whole process (the worker threads too). That figure includes "
+            "the event loop's own cost per request (creating and running the task, the wake-ups "
+            "of the timer or the worker thread), which the loopless rows leave out.",
+            "",
+        ]
     return out
 
 
@@ -2292,7 +2332,7 @@ def render_markdown(results: dict, png_name: str | None) -> str:
             + "; ".join(
                 f"{n}: `{SCENARIOS[n]['app']}`"
                 + (
-                    f", floor `--app {SCENARIOS[n]['floor_app']}`"
+                    f", floor `{floor_args_display(SCENARIOS[n])}`"
                     if with_floor and "floor_app" in SCENARIOS[n]
                     else ""
                 )
