@@ -1,16 +1,18 @@
 """The task an app runs in: a real asyncio.Task, whatever shortcut the server takes.
 
-On CPython 3.11 the first step of each request runs before its asyncio.Task is set up,
-and the task is set up only if the request waits or something holds it
-(src/asgi/lazy_task.rs); on 3.12+ it is an eagerly started asyncio.Task whose first step
-runs inside the core's drain. Every route of tests/apps/task_app.py probes something an app
-or a library (anyio, sniffio, asyncio.timeout, task groups) relies on. Each test runs on
-asyncio and on uvloop (where uvloop installs: CPython), the loop most users run.
+On CPython 3.11-3.13 the first step of each request runs before its asyncio.Task is set
+up, and the task is set up only if the request waits or something holds it
+(src/asgi/lazy_task.rs); on later versions (and free-threaded builds) it is an eagerly
+started asyncio.Task whose first step runs inside the core's drain. Every route of
+tests/apps/task_app.py probes something an app or a library (anyio, sniffio,
+asyncio.timeout, task groups) relies on. Each test runs on asyncio and on uvloop (where
+uvloop installs: CPython), the loop most users run.
 """
 
 import importlib.util
 import platform
 import sys
+import sysconfig
 
 import httpx
 import pytest
@@ -25,7 +27,14 @@ LOOPS = [
     ),
 ]
 # The server runs the same interpreter as the tests (tests/support/helpers.SERVER_PYTHON).
-EAGER = platform.python_implementation() == "CPython" and sys.version_info >= (3, 12)
+CPYTHON = platform.python_implementation() == "CPython"
+FREE_THREADED = bool(sysconfig.get_config_var("Py_GIL_DISABLED"))
+if CPYTHON and sys.version_info < (3, 14) and not FREE_THREADED:
+    FIRST_STEP = "lazy"
+elif CPYTHON and sys.version_info >= (3, 12):
+    FIRST_STEP = "eager"
+else:
+    FIRST_STEP = None  # PyPy: its own starter (src/asgi/pypy/start.rs)
 
 
 @pytest.fixture(scope="module", params=LOOPS)
@@ -62,14 +71,15 @@ def test_handler_that_never_waits(client):
         assert get(client, "/first-step-only") == {}
 
 
-def test_first_step_runs_eagerly_on_the_chosen_loop(client, loop):
-    """3.12+: the request task starts eagerly (its first step inside the drain), on asyncio
-    and on uvloop alike; a fallback to plain tasks makes ``eager`` False. Before 3.12 there is
-    no eager start (3.11's lazy task is covered by the other tests)."""
+def test_first_step_runs_in_the_drain_on_the_chosen_loop(client, loop):
+    """CPython 3.11-3.13: the first step runs under a lazy RequestTask, not yet one of
+    asyncio's tasks; later CPythons start the request task eagerly. Both run the first step
+    inside the drain, on asyncio and on uvloop alike; a fallback to plain tasks would make
+    ``eager`` None."""
     for _ in range(3):
         data = get(client, "/eager")
         assert data["loop"] == loop
-        assert data["eager"] is (True if EAGER else None)
+        assert data["eager"] == FIRST_STEP
 
 
 def test_same_task_after_waiting(client):

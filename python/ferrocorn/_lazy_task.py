@@ -25,6 +25,7 @@ NEEDS_A_REAL_TASK = (
     "uncancel",
     "get_loop",
     "get_coro",
+    "get_context",  # 3.12+; reading an unset context would crash the interpreter
     "get_name",
     "set_name",
     "get_stack",

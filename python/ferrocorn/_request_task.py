@@ -1,4 +1,4 @@
-"""CPython 3.11: ``RequestTask``, a request task that is set up only if it must be (with
+"""CPython 3.11-3.13: ``RequestTask``, a request task that is set up only if it must be (with
 ``src/asgi/lazy_task.rs``; PyPy's counterpart is ``_pypy/starter.py``).
 
 The core allocates one per request without running ``__init__``, makes it the current task

@@ -77,9 +77,19 @@ fn name_task(task: &Bound<'_, PyAny>, name: &Bound<'_, PyString>) {
     let _ = task.call_method1(pyo3::intern!(py, "set_name"), (name,));
 }
 
-/// How a runner becomes a task: `asyncio.Task` directly (eagerly on Python 3.12+, so a
-/// handler that never waits finishes inside the drain), a lazily set-up task on CPython
-/// 3.11 (same effect, see lazy_task.rs), or a custom task factory through
+/// The CPython versions whose `asyncio.Task` the lazy request task (lazy_task.rs) is known
+/// to work with: their C `Task` can be allocated without `__init__` and initialised later,
+/// and `_enter_task`/`_leave_task` keep the current task in a per-loop table. 3.14 changed
+/// how tasks are tracked (per-thread lists, the current task in the thread state): it uses
+/// `eager_start`, as do free-threaded builds (the "held elsewhere" check reads a reference
+/// count).
+#[cfg(not(any(PyPy, Py_GIL_DISABLED)))]
+const LAZY_TASK_VERSIONS: [(u8, u8); 3] = [(3, 11), (3, 12), (3, 13)];
+
+/// How a runner becomes a task: a lazily set-up task on CPython 3.11-3.13 (the first step
+/// runs in the drain, and the `asyncio.Task` is set up only if the request waits: see
+/// lazy_task.rs), `asyncio.Task` directly elsewhere (eagerly on Python 3.12+, so a handler
+/// that never waits still finishes inside the drain), or a custom task factory through
 /// `loop.create_task`. (PyPy starts most requests through `pypy::Starter` instead.)
 pub(crate) enum TaskSpawner {
     /// `loop.create_task(coro)`, when the loop has a task factory, then `task.set_name`.
@@ -92,7 +102,7 @@ pub(crate) enum TaskSpawner {
         task_type: Py<PyAny>,
         kwargs: Py<PyDict>,
     },
-    /// CPython 3.11: the first step runs now; `fallback` is for runners that are not
+    /// CPython 3.11-3.13: the first step runs now; `fallback` is for runners that are not
     /// `AppRun`.
     #[cfg(not(PyPy))]
     Lazy {
@@ -139,8 +149,8 @@ impl TaskSpawner {
                 name: PyString::new(py, name).unbind(),
             }
         };
-        #[cfg(not(PyPy))]
-        if version == (3, 11) && !has_factory {
+        #[cfg(not(any(PyPy, Py_GIL_DISABLED)))]
+        if LAZY_TASK_VERSIONS.contains(&version) && !has_factory {
             return Ok(TaskSpawner::Lazy {
                 tasks: Arc::new(LazyTasks::new(py, event_loop, name)?),
                 fallback: Box::new(plain),

@@ -36,10 +36,17 @@ async def first_step_only(task, out):
 
 
 async def eager(task, out):
-    """Whether this first step runs eagerly, inside the core's drain (3.12+: asyncio keeps
-    an eagerly started task in ``_eager_tasks`` during its first step), and on which loop."""
+    """How this first step runs inside the core's drain, and on which loop: "lazy" under a
+    ``RequestTask`` not yet set up (CPython 3.11-3.13: not among asyncio's tasks until it
+    waits), "eager" as an eagerly started task (3.12+: asyncio keeps it in ``_eager_tasks``
+    during its first step), else None."""
     eager_tasks = getattr(asyncio.tasks, "_eager_tasks", None)
-    out["eager"] = None if eager_tasks is None else task in eager_tasks
+    if type(task).__name__ == "RequestTask" and task not in asyncio.all_tasks():
+        out["eager"] = "lazy"
+    elif eager_tasks is not None and task in eager_tasks:
+        out["eager"] = "eager"
+    else:
+        out["eager"] = None
     out["loop"] = type(asyncio.get_running_loop()).__module__.split(".")[0]
 
 
