@@ -259,7 +259,7 @@ def python_floor_instructions(python: str, scenario: str, outdir: Path) -> float
 
 def main() -> None:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--scenario", default="plaintext", choices=["plaintext", "json", "pipelined"])
+    p.add_argument("--scenario", default="plaintext", choices=["plaintext", "json", "10k"])
     p.add_argument("--connections", type=int, default=1)
     p.add_argument("--requests", type=int, default=2000)
     p.add_argument("--warmup", type=int, default=500)

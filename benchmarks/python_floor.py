@@ -387,16 +387,31 @@ def measure_with_loop(
         io.close()
         loop.close()
     scope_only = [time_loop(build, n) * 1e6 / n for _ in range(repeats)]
+    return floor_result(
+        target,
+        n,
+        total,
+        scope_only,
+        response,
+        driver=f"event loop ({loop_name}), {in_flight} in flight",
+        loop=loop_name,
+        in_flight=in_flight,
+    )
+
+
+def floor_result(
+    target: str, n: int, total: list, scope_only: list, response: dict, **extra
+) -> dict:
+    """A scenario's entry: medians of the per-request figures of each repetition (µs),
+    the app's share being the difference, and what else the mode adds (`extra`)."""
     total_us = statistics.median(total)
     scope_us = statistics.median(scope_only)
     return {
         "status": "ok",
         "app": target,
+        **extra,
         "iterations": n,
-        "repeats": repeats,
-        "driver": f"event loop ({loop_name}), {in_flight} in flight",
-        "loop": loop_name,
-        "in_flight": in_flight,
+        "repeats": len(total),
         "cpu_us_per_req": total_us,
         "scope_us_per_req": scope_us,
         "app_us_per_req": max(0.0, total_us - scope_us),
@@ -478,21 +493,7 @@ def measure_scenario(name: str, seconds: float, repeats: int, with_loop: bool = 
         scope_only = [time_loop(build, n) * 1e6 / n for _ in range(repeats)]
     finally:
         loopless.close()
-    total_us = statistics.median(total)
-    scope_us = statistics.median(scope_only)
-    return {
-        "status": "ok",
-        "app": target,
-        "request": request,
-        "iterations": n,
-        "repeats": repeats,
-        "cpu_us_per_req": total_us,
-        "scope_us_per_req": scope_us,
-        "app_us_per_req": max(0.0, total_us - scope_us),
-        "rounds_us": [round(x, 4) for x in total],
-        "scope_rounds_us": [round(x, 4) for x in scope_only],
-        "response": response,
-    }
+    return floor_result(target, n, total, scope_only, response, request=request)
 
 
 def callgrind_loop(name: str, n: int) -> None:
