@@ -4,8 +4,8 @@
 //! missing or unreadable file fails `send()` before anything is sent. Its bytes are read on
 //! tokio's blocking pool, one `FILE_CHUNK` at a time and only when hyper wants the next
 //! frame (a chunk of at most `INLINE_READ_MAX` that the page cache holds is read at once,
-//! on the I/O thread, without waiting for the disk), so a download holds one chunk in memory whatever the file size, and a slow
-//! client slows the reading. The loop thread never reads it. A file that ends before the
+//! on the I/O thread, without waiting for the disk), so a download holds one chunk in
+//! memory whatever the file size, and a slow client slows the reading. The loop thread never reads it. A file that ends before the
 //! size it had when opened (it shrank) aborts the response: the client never takes a
 //! short body for a whole one.
 //!
@@ -226,6 +226,18 @@ impl FileBody {
         self.source.len == 0 && self.reading.is_none()
     }
 
+    /// A read's bytes become the next chunk; none at all means the file is shorter than
+    /// when it was opened, which aborts the response.
+    fn took(&mut self, data: Vec<u8>) -> Result<Bytes, FileFailed> {
+        if data.is_empty() {
+            return Err(FileFailed);
+        }
+        let n = data.len() as u64;
+        self.source.offset += n;
+        self.source.len -= n.min(self.source.len);
+        Ok(Bytes::from(data))
+    }
+
     /// The next chunk, read on the blocking pool; None at the end.
     pub(crate) fn poll_chunk(
         &mut self,
@@ -239,13 +251,7 @@ impl FileBody {
                 };
                 self.reading = None;
                 return Poll::Ready(Some(match done {
-                    Ok(Ok(data)) if !data.is_empty() => {
-                        let n = data.len() as u64;
-                        self.source.offset += n;
-                        self.source.len -= n.min(self.source.len);
-                        Ok(Bytes::from(data))
-                    }
-                    // Empty: the file is shorter than when it was opened.
+                    Ok(Ok(data)) => self.took(data),
                     _ => Err(FileFailed),
                 }));
             }
@@ -259,16 +265,8 @@ impl FileBody {
             }
             let want = self.source.len.min(FILE_CHUNK as u64) as usize;
             if want <= INLINE_READ_MAX {
-                match read_cached(&self.source.file, self.source.offset, want) {
-                    Cached::Data(data) => {
-                        let n = data.len() as u64;
-                        self.source.offset += n;
-                        self.source.len -= n.min(self.source.len);
-                        return Poll::Ready(Some(Ok(Bytes::from(data))));
-                    }
-                    // The file is shorter than when it was opened.
-                    Cached::Ended => return Poll::Ready(Some(Err(FileFailed))),
-                    Cached::Miss => {}
+                if let Some(data) = read_cached(&self.source.file, self.source.offset, want) {
+                    return Poll::Ready(Some(self.took(data)));
                 }
             }
             let file = self.source.file.clone();
@@ -280,21 +278,11 @@ impl FileBody {
     }
 }
 
-/// What a page-cache-only read got.
-enum Cached {
-    /// At least one byte (all of `want`, unless the cache holds only its start).
-    Data(Vec<u8>),
-    /// End of file at `offset`.
-    Ended,
-    /// Not in the page cache (the read would wait for the disk), or the kernel or file
-    /// system cannot say (no `RWF_NOWAIT` for buffered reads): read it on the blocking pool.
-    Miss,
-}
-
 /// Up to `want` bytes at `offset` if the page cache holds them, without waiting for the disk:
-/// `preadv2(RWF_NOWAIT)` (Linux 4.14+; buffered reads since 5.9, EOPNOTSUPP or EAGAIN on
-/// older kernels, which then fall back).
-fn read_cached(file: &File, offset: u64, want: usize) -> Cached {
+/// `preadv2(RWF_NOWAIT)` (Linux 4.14+; buffered reads since 5.9). Empty at the end of the
+/// file. None when the read would wait for the disk or the kernel or file system cannot
+/// tell (EAGAIN, EOPNOTSUPP on older kernels...): the blocking pool reads it then.
+fn read_cached(file: &File, offset: u64, want: usize) -> Option<Vec<u8>> {
     let mut buf = vec![0u8; want];
     let iov = libc::iovec {
         iov_base: buf.as_mut_ptr().cast(),
@@ -311,14 +299,9 @@ fn read_cached(file: &File, offset: u64, want: usize) -> Cached {
             libc::RWF_NOWAIT,
         )
     };
-    match got {
-        0 => Cached::Ended,
-        n if n > 0 => {
-            buf.truncate(n as usize);
-            Cached::Data(buf)
-        }
-        _ => Cached::Miss,
-    }
+    let got = usize::try_from(got).ok()?;
+    buf.truncate(got);
+    Some(buf)
 }
 
 /// Up to `want` bytes at `offset` (fewer only at the end of the file).
