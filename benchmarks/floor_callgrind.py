@@ -44,7 +44,7 @@ REPO = HERE.parent
 if str(REPO) not in sys.path:
     sys.path.insert(0, str(REPO))
 
-from benchmarks.run import APP_TARGET, FLOOR_BIN, SCENARIOS  # noqa: E402
+from benchmarks.run import APP_TARGET, FLOOR_BIN, SCENARIOS, free_port  # noqa: E402
 
 # Groups, first match wins: (name, object-file pattern, symbol pattern).
 GROUPS = [
@@ -72,12 +72,6 @@ def request_bytes(scenario: dict, host: str) -> bytes:
         "Accept-Language: en-US,en;q=0.5\r\nConnection: keep-alive\r\n\r\n"
     )
     return head.encode()
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def read_response(sock: socket.socket, buf: bytearray) -> None:

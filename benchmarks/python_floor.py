@@ -472,13 +472,7 @@ def measure_scenario(name: str, seconds: float, repeats: int, with_loop: bool = 
     receive, send = loopless.receive, loopless.send
 
     def one_request() -> None:
-        coro = app(build(), receive, send)
-        try:
-            coro.send(None)
-        except StopIteration:
-            return
-        coro.close()
-        raise RuntimeError("the app yielded: it needs an event loop")
+        run_loopless(app, build, receive, send)
 
     try:
         # Calibrate: enough iterations for `seconds` of CPU per repetition.
@@ -507,15 +501,21 @@ def callgrind_loop(name: str, n: int) -> None:
     receive, send = loopless.receive, loopless.send
     try:
         for _ in itertools.repeat(None, n):
-            coro = app(build(), receive, send)
-            try:
-                coro.send(None)
-            except StopIteration:
-                continue
-            coro.close()
-            raise RuntimeError("the app yielded: it needs an event loop")
+            run_loopless(app, build, receive, send)
     finally:
         loopless.close()
+
+
+def run_loopless(app, build, receive, send) -> None:
+    """One request: a fresh scope, and the app's coroutine run to its end in one step (every
+    await it makes is already complete); RuntimeError if it waits for something."""
+    coro = app(build(), receive, send)
+    try:
+        coro.send(None)
+    except StopIteration:
+        return
+    coro.close()
+    raise RuntimeError("the app yielded: it needs an event loop")
 
 
 def main(argv: list[str] | None = None) -> int:
