@@ -17,6 +17,16 @@ pub(crate) enum HttpMode {
     Http2,
 }
 
+/// `--sendfile`: when a file body of a cleartext HTTP/1.1 response goes out by sendfile(2).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum SendfileMode {
+    /// To peers on other hosts; a peer on this host (loopback, or our own address) gets the
+    /// file read and written as bytes (`server::service::writes_by_sendfile` says why).
+    Auto,
+    On,
+    Off,
+}
+
 /// HTTP/2 connection settings (`--http2-*`).
 #[derive(Clone, Debug)]
 pub(crate) struct Http2Settings {
@@ -162,6 +172,7 @@ pub(crate) struct ServerConfig {
     /// log or `--metrics` on.
     pub(crate) report_static: bool,
     pub(crate) http: HttpMode,
+    pub(crate) sendfile: SendfileMode,
     pub(crate) http2: Http2Settings,
     /// `--http3`: served on the UDP socket at the TCP address (server/h3/); None when off.
     pub(crate) http3: Option<Http3Settings>,
@@ -223,6 +234,7 @@ impl Default for ServerConfig {
             static_files: Arc::default(),
             report_static: false,
             http: HttpMode::Auto,
+            sendfile: SendfileMode::Auto,
             http2: Http2Settings::default(),
             http3: None,
             tls: None,

@@ -26,7 +26,9 @@ APP_ORDER = [
 
 @pytest.fixture(scope="module")
 def server():
-    with start_server(APP) as s:
+    # `--sendfile on`: the file bodies below go out by sendfile(2) although the client is on
+    # this host.
+    with start_server(APP, "--sendfile", "on") as s:
         yield s
 
 

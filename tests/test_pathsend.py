@@ -1,6 +1,8 @@
 """``http.response.pathsend``: the core sends a file as the body (src/bridge/file_body.rs),
-read on tokio's blocking pool as the client takes it; over HTTP/1.1, HTTP/2 and TLS, raw
-and through Starlette's FileResponse, bit-exact, with the failures the extension asks for.
+read as the client takes it; over HTTP/1.1, HTTP/2 and TLS, raw and through Starlette's
+FileResponse, bit-exact, with the failures the extension asks for. Cleartext HTTP/1.1 runs
+both ways the core sends a file: by sendfile(2) (`--sendfile on`) and read and written, as
+`--sendfile auto` does for a peer on this host, which every test's client is.
 """
 
 import hashlib
@@ -32,10 +34,14 @@ def files(tmp_path_factory):
     return d, made
 
 
-@pytest.fixture(scope="module")
-def raw_server(files):
+SENDFILE_MODES = ["on", "auto"]
+
+
+@pytest.fixture(scope="module", params=SENDFILE_MODES)
+def raw_server(files, request):
     d, _ = files
-    with start_server(RAW, "--no-access-log", env={"PATHSEND_DIR": str(d)}) as s:
+    flags = ["--no-access-log", "--sendfile", request.param]
+    with start_server(RAW, *flags, env={"PATHSEND_DIR": str(d)}) as s:
         yield s
 
 
@@ -87,11 +93,13 @@ def test_a_file_that_cannot_be_sent_is_a_500_naming_it(raw_server, params, logge
     assert httpx.get(raw_server.url + "/extensions", timeout=10).status_code == 200
 
 
-def test_a_file_that_shrinks_while_sent_aborts_the_response(files):
+@pytest.mark.parametrize("sendfile", SENDFILE_MODES)
+def test_a_file_that_shrinks_while_sent_aborts_the_response(files, sendfile):
     d, _ = files
     path = d / "shrinking.bin"
     path.write_bytes(b"\0" * (64 * MiB))
-    with start_server(RAW, "--no-access-log", env={"PATHSEND_DIR": str(d)}) as server:
+    flags = ["--no-access-log", "--sendfile", sendfile]
+    with start_server(RAW, *flags, env={"PATHSEND_DIR": str(d)}) as server:
         sock = socket.create_connection(("127.0.0.1", server.port), timeout=30)
         sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)
         sock.sendall(b"GET /?path=shrinking.bin&shrink_to=1048576 HTTP/1.1\r\nHost: x\r\n\r\n")
@@ -106,12 +114,14 @@ def test_a_file_that_shrinks_while_sent_aborts_the_response(files):
     assert received < 64 * MiB
 
 
-def test_a_big_download_holds_little_memory(files):
+@pytest.mark.parametrize("sendfile", SENDFILE_MODES)
+def test_a_big_download_holds_little_memory(files, sendfile):
     d, _ = files
     size = 512 * MiB
     with open(d / "sparse.bin", "wb") as f:
         f.truncate(size)
-    with start_server(RAW, "--no-access-log", env={"PATHSEND_DIR": str(d)}) as server:
+    flags = ["--no-access-log", "--sendfile", sendfile]
+    with start_server(RAW, *flags, env={"PATHSEND_DIR": str(d)}) as server:
         httpx.get(server.url + "/extensions", timeout=10)
         before = server.rss_kb() * 1024
         peak = before

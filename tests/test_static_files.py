@@ -57,10 +57,12 @@ def tree(tmp_path_factory):
     return root, files
 
 
-@pytest.fixture(scope="module")
-def server(tree):
+@pytest.fixture(scope="module", params=["on", "auto"])
+def server(tree, request):
+    """Cleartext, by sendfile(2) (`on`) and read and written (`auto`, to this host's client)."""
     root, _ = tree
     flags = ["--static-path-route", "/static", "--static-path-mount", str(root)]
+    flags += ["--sendfile", request.param]
     with start_server(APP, *flags, "--static-path-expires", "60") as s:
         yield s
 

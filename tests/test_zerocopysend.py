@@ -34,10 +34,12 @@ def files(tmp_path_factory):
     return d, made
 
 
-@pytest.fixture(scope="module")
-def plain(files):
+@pytest.fixture(scope="module", params=["on", "auto"])
+def plain(files, request):
+    """Cleartext, by sendfile(2) (`on`) and read and written (`auto`, to this host's client)."""
     d, _ = files
-    with start_server(APP, "--no-access-log", env={"ZEROCOPY_DIR": str(d)}) as s:
+    flags = ["--no-access-log", "--sendfile", request.param]
+    with start_server(APP, *flags, env={"ZEROCOPY_DIR": str(d)}) as s:
         yield s
 
 

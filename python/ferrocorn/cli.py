@@ -27,6 +27,7 @@ from .config import (
     LOG_LEVELS,
     LOOP_CHOICES,
     PROXY_PROTOCOL_MODES,
+    SENDFILE_MODES,
     SSL_CERT_REQS,
     SSL_MIN_VERSIONS,
     Config,
@@ -117,6 +118,7 @@ _SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "static_path_index",
             "static_path_follow_symlinks",
             "static_path_cache_size",
+            "sendfile",
         ),
     ),
     ("Logging", ("log_level", "log_config", "log_format", "access_log", "access_log_format")),
@@ -489,6 +491,14 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     default=_DEFAULTS["static_path_cache_size"],
     help="Bytes of small static files (up to 256 KiB each) kept in memory, checked with a "
     "stat per request (0: read every file afresh).",
+)
+@_option(
+    "--sendfile",
+    type=click.Choice(SENDFILE_MODES),
+    default=_DEFAULTS["sendfile"],
+    help="File bodies (static files, pathsend, zerocopysend) on cleartext HTTP/1.1 go out by "
+    "sendfile(2): 'on'; never: 'off'; 'auto': except to peers on this host (loopback or "
+    "this host's own address), where copying costs the machine less.",
 )
 # TLS
 @_option(

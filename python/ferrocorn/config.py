@@ -34,6 +34,7 @@ from .static_routes import StaticRoute, parse_routes
 
 __all__ = [
     "HTTP_MODES",
+    "SENDFILE_MODES",
     "INTERFACES",
     "LIFESPAN_MODES",
     "LOG_FORMATS",
@@ -64,6 +65,7 @@ LOOP_CHOICES = ("auto", "asyncio", "uvloop")
 LIFESPAN_MODES = ("auto", "on", "off")
 INTERFACES = ("auto", "asgi3", "asgi2")
 HTTP_MODES = ("auto", "1", "2")
+SENDFILE_MODES = ("auto", "on", "off")
 SSL_CERT_REQS = ("none", "optional", "required")
 SSL_MIN_VERSIONS = ("1.2", "1.3")
 PROXY_PROTOCOL_MODES = ("off", "v1", "v2", "auto")
@@ -562,6 +564,7 @@ class Config:
         static_path_index: str | None = None,
         static_path_follow_symlinks: bool = False,
         static_path_cache_size: int = 32 * 1024 * 1024,
+        sendfile: str = "auto",
         workers: int | None = None,
         limit_max_requests_jitter: int = 0,
         reload: bool = False,
@@ -748,6 +751,7 @@ class Config:
         self.static_path_cache_size = _check_int(
             "static_path_cache_size", static_path_cache_size, 0
         )
+        self.sendfile = _check_choice("sendfile", sendfile, SENDFILE_MODES)
 
         self.ssl_certfile = _optional_path(ssl_certfile)
         self.ssl_keyfile = _optional_path(ssl_keyfile)

@@ -27,6 +27,10 @@ pub(crate) struct ConnInfo {
     /// The peer's and our IP as text, formatted once per connection instead of per request.
     pub(crate) peer_host: Box<str>,
     pub(crate) local_host: Box<str>,
+    /// Whether the socket's peer is on this host: a loopback address, or our own address.
+    /// Of the socket, not of a PROXY header (`server::proxied` keeps it), for `--sendfile
+    /// auto` (`server::service::writes_by_sendfile`).
+    pub(crate) socket_on_this_host: bool,
 }
 
 impl ConnInfo {
@@ -37,12 +41,20 @@ impl ConnInfo {
             LocalAddr::Tcp(addr) => host(addr),
             LocalAddr::Unix(_) => Box::from(""),
         };
+        let socket_on_this_host = match (&peer, &local) {
+            (Some(peer), LocalAddr::Tcp(local)) => {
+                let peer = peer.ip().to_canonical();
+                peer.is_loopback() || peer == local.ip().to_canonical()
+            }
+            _ => false,
+        };
         ConnInfo {
             peer,
             local,
             tls: None,
             peer_host,
             local_host,
+            socket_on_this_host,
         }
     }
 }
@@ -88,5 +100,31 @@ impl PendingRequest {
             conn: Arc::new(conn),
             exchange: Arc::new(Exchange::new(wakeup, None, state)),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn on_this_host(peer: &str, local: &str) -> bool {
+        let info = ConnInfo::new(
+            Some(peer.parse().unwrap()),
+            LocalAddr::Tcp(local.parse().unwrap()),
+        );
+        info.socket_on_this_host
+    }
+
+    #[test]
+    fn peers_on_this_host_are_loopback_or_our_own_address() {
+        assert!(on_this_host("127.0.0.1:5000", "127.0.0.1:8000"));
+        assert!(on_this_host("127.8.0.1:5000", "0.0.0.0:8000"));
+        assert!(on_this_host("[::1]:5000", "[::1]:8000"));
+        assert!(on_this_host("[::ffff:127.0.0.1]:5000", "[::]:8000"));
+        assert!(on_this_host("192.0.2.7:5000", "192.0.2.7:8000"));
+        assert!(on_this_host("[::ffff:192.0.2.7]:5000", "192.0.2.7:8000"));
+        assert!(!on_this_host("192.0.2.8:5000", "192.0.2.7:8000"));
+        assert!(!on_this_host("[2001:db8::1]:5000", "[2001:db8::2]:8000"));
+        assert!(!ConnInfo::new(None, LocalAddr::Unix(Arc::from("/tmp/s"))).socket_on_this_host);
     }
 }

@@ -12,7 +12,8 @@ use pyo3::prelude::*;
 use super::seconds::seconds;
 use super::tls_config::TlsConfig;
 use crate::config::{
-    Http2Settings, Http3Settings, HttpMode, PathPolicy, ServerConfig, StaticFiles, StaticRoute,
+    Http2Settings, Http3Settings, HttpMode, PathPolicy, SendfileMode, ServerConfig, StaticFiles,
+    StaticRoute,
 };
 use crate::http::headers::{response_header_name, response_header_value};
 use crate::proxy_protocol::{ProxyProtocol, TrustedPeers, Versions};
@@ -62,6 +63,8 @@ pub(crate) struct Options {
     /// Whether `ferrocorn.error` logs at debug level (`Config.error_log_debug`).
     error_log_debug: bool,
     http: String,
+    /// `auto`, `on` or `off`.
+    sendfile: String,
     http2_max_concurrent_streams: u32,
     http2_initial_stream_window_size: u32,
     http2_initial_connection_window_size: u32,
@@ -152,6 +155,7 @@ impl Options {
             }),
             report_static: self.report_static_responses && !self.encoded_static_routes.is_empty(),
             http,
+            sendfile: sendfile_mode(&self.sendfile)?,
             http2,
             http3: self.http3.then(|| Http3Settings {
                 max_concurrent_streams: self
@@ -215,6 +219,17 @@ fn extra_headers(
             Ok((name, value))
         })
         .collect()
+}
+
+fn sendfile_mode(value: &str) -> PyResult<SendfileMode> {
+    match value {
+        "auto" => Ok(SendfileMode::Auto),
+        "on" => Ok(SendfileMode::On),
+        "off" => Ok(SendfileMode::Off),
+        other => Err(PyValueError::new_err(format!(
+            "invalid sendfile {other:?}: expected \"auto\", \"on\" or \"off\""
+        ))),
+    }
 }
 
 fn http_mode(value: &str) -> PyResult<HttpMode> {

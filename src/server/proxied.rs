@@ -39,7 +39,9 @@ pub(crate) async fn read_header<S: AsyncRead + Unpin>(
             Parsed::Header { len, addresses } => {
                 let rest = buf.split_off(len);
                 if let Some((client, server)) = addresses {
+                    let socket_on_this_host = info.socket_on_this_host;
                     *info = ConnInfo::new(Some(client), LocalAddr::Tcp(server));
+                    info.socket_on_this_host = socket_on_this_host;
                 }
                 return Some(Replay::with_prefix(io, rest.freeze()));
             }
@@ -123,6 +125,8 @@ mod tests {
             matches!(info.local, LocalAddr::Tcp(a) if a == "198.51.100.2:443".parse().unwrap())
         );
         assert_eq!(rest, b"GET / HTTP/1.1\r\n");
+        // The socket's own peer (a proxy on this host) still decides `--sendfile auto`.
+        assert!(info.socket_on_this_host);
     }
 
     #[tokio::test]
