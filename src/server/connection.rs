@@ -2,7 +2,7 @@
 //! HTTP/2 — and ending it on shutdown.
 
 use std::future::Future;
-use std::pin::Pin;
+use std::pin::{pin, Pin};
 use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
@@ -26,6 +26,7 @@ use crate::server::idle::{
 };
 use crate::server::park::{park_due, wait_parked, PARK_AFTER};
 use crate::server::service::{handle_h2_request, handle_request};
+use crate::server::side_wake::SideWake;
 use crate::server::{ConnectionGuard, Lifecycle, ServerShared};
 
 const HYPER_DEFAULT_MAX_HEADERS: usize = 100;
@@ -278,6 +279,7 @@ where
     // Set when the server starts draining before this connection started a request.
     let mut first_request_by: Option<Instant> = None;
     let mut park_declined_at: Option<Instant> = None;
+    let side = SideWake::new();
     loop {
         let state = *lifecycle.borrow_and_update();
         if state >= Lifecycle::Closing {
@@ -344,15 +346,40 @@ where
                 }
             }
         };
-        let timer = sleep_until_or_never(next);
-        tokio::select! {
-            _ = connection.as_mut() => return None,
-            changed = lifecycle.changed() => {
-                if changed.is_err() {
-                    return None;
+        // The connection, and the lifecycle watch and the timer only when they woke
+        // (server::side_wake): whichever is ready first.
+        let mut timer = pin!(sleep_until_or_never(next));
+        let mut changed = pin!(lifecycle.changed());
+        side.rearm();
+        let woke = std::future::poll_fn(|cx| {
+            if connection.as_mut().poll(cx).is_ready() {
+                return Poll::Ready(Woke::Ended);
+            }
+            if side.take_due(cx) {
+                let mut side_cx = side.context();
+                if let Poll::Ready(changed) = changed.as_mut().poll(&mut side_cx) {
+                    return Poll::Ready(Woke::Lifecycle(changed.is_ok()));
+                }
+                if timer.as_mut().poll(&mut side_cx).is_ready() {
+                    return Poll::Ready(Woke::Timer);
                 }
             }
-            () = timer => {}
+            Poll::Pending
+        })
+        .await;
+        match woke {
+            Woke::Ended | Woke::Lifecycle(false) => return None,
+            Woke::Lifecycle(true) | Woke::Timer => {}
         }
     }
+}
+
+/// What ended one wait of `drive`.
+enum Woke {
+    /// The connection is over.
+    Ended,
+    /// The server's lifecycle changed (false: its channel closed).
+    Lifecycle(bool),
+    /// The idle timer is up.
+    Timer,
 }

@@ -20,6 +20,7 @@ pub(crate) mod reorder;
 pub(crate) mod runtime;
 pub(crate) mod sendfile;
 pub(crate) mod service;
+pub(crate) mod side_wake;
 pub(crate) mod stamp;
 pub(crate) mod static_route;
 pub(crate) mod websocket;
