@@ -496,9 +496,9 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     "--sendfile",
     type=click.Choice(SENDFILE_MODES),
     default=_DEFAULTS["sendfile"],
-    help="File bodies (static files, pathsend, zerocopysend) on cleartext HTTP/1.1 go out by "
-    "sendfile(2): 'on'; never: 'off'; 'auto': except to peers on this host (loopback or "
-    "this host's own address), where copying costs the machine less.",
+    help="File bodies (static files, pathsend, zerocopysend) on cleartext HTTP/1.1: 'on' sends "
+    "them by sendfile(2), 'off' reads and writes them, 'auto' uses sendfile except to peers on "
+    "this host (loopback or this host's own address), where copying costs the machine less.",
 )
 # TLS
 @_option(
