@@ -21,8 +21,8 @@ pub(crate) fn earliest<T: Ord>(a: Option<T>, b: Option<T>) -> Option<T> {
     }
 }
 
-/// Sleeps until `at`, or forever when there is nothing to wait for: the timer branch of a
-/// connection's `select!`.
+/// Sleeps until `at`, or forever when there is nothing to wait for: the timer a connection
+/// waits on beside its I/O (`connection::drive`, `park`, HTTP/3's idle deadline).
 pub(crate) async fn sleep_until_or_never(at: Option<Instant>) {
     match at {
         Some(at) => tokio::time::sleep_until(at.into()).await,
