@@ -17,7 +17,7 @@ use pyo3::prelude::*;
 use crate::access_log::json::{JsonLine, RequestFields};
 use crate::access_log::sink::AccessSink;
 use crate::access_log::{Client, Line};
-use crate::bridge::served::Served;
+use crate::bridge::Served;
 
 pub(crate) struct AccessLog {
     sink: AccessSink,
@@ -64,7 +64,7 @@ impl AccessLog {
             Client::Text(text) => (*text).to_owned(),
             Client::Peer(peer) => peer
                 .as_ref()
-                .map(crate::bridge::pending::host_port)
+                .map(crate::bridge::host_port)
                 .unwrap_or_default(),
         };
         let args = (client, line.method, line.target, line.version, line.status);

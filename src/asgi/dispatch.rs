@@ -13,9 +13,7 @@ use crate::asgi::protocol::{HttpProtocol, RequestLine};
 use crate::asgi::scope::ScopeFactory;
 use crate::asgi::spawn::{task_name, Runner, TaskSpawner};
 use crate::asgi::websocket::WebSocketProtocol;
-use crate::bridge::pending::{host_port, PendingRequest, PendingWebSocket};
-use crate::bridge::served::Served;
-use crate::bridge::wakeup::{Event, Wakeup};
+use crate::bridge::{host_port, Event, PendingRequest, PendingWebSocket, Served, Wakeup};
 
 /// The app and the runner it is called in.
 pub(crate) struct AppCall {

@@ -6,7 +6,7 @@ use pyo3::prelude::*;
 use tokio::runtime::Handle;
 
 use crate::asgi::access::AccessLog;
-use crate::bridge::relay::WakeRelay;
+use crate::bridge::WakeRelay;
 use crate::config::ServerConfig;
 
 /// Loop-side things every protocol object needs; one per `Core`.

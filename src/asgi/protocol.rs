@@ -29,14 +29,14 @@ use crate::asgi::messages::{
 };
 use crate::asgi::response::{Action, End, Fault, HeadBody};
 use crate::asgi::waiters::{self, client_disconnected, Channel};
-use crate::bridge::body::{BodyTx, InChunk, OutChunk, ResponseBody};
-use crate::bridge::budget::RoomWaiter;
-use crate::bridge::exchange::CloseGuard;
-use crate::bridge::file_body::{FileSource, OpenError, SpanError};
-use crate::bridge::http_state::{
+use crate::bridge::Waiters;
+use crate::bridge::{
+    BodyTx, CloseGuard, FileSource, InChunk, OpenError, OutChunk, ResponseBody, RoomWaiter,
+    SpanError,
+};
+use crate::bridge::{
     DeferredMessage, DeferredSend, HttpCloseGuard, HttpExchange, HttpState, RequestBody,
 };
-use crate::bridge::waiters::Waiters;
 use crate::http::responses::{build_response, error_response};
 
 /// What the access log needs; moved out of the request head before the scope is built.

@@ -12,9 +12,9 @@
 
 use std::fmt;
 
-use crate::bridge::body::{BodyRx, BodyTx, OutChunk};
-use crate::bridge::file_body::FileSource;
-use crate::bridge::http_state::{HttpState, ResponsePhase, ResponseSender};
+use crate::bridge::{
+    BodyRx, BodyTx, FileSource, HttpState, OutChunk, ResponsePhase, ResponseSender,
+};
 use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, TRAILER};
 use http::{HeaderMap, HeaderValue, StatusCode};
@@ -790,7 +790,7 @@ fn sends_no_body(is_head: bool, status: StatusCode) -> bool {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::bridge::http_state::{BufferLimits, RequestBody};
+    use crate::bridge::{BufferLimits, RequestBody};
     use tokio::sync::mpsc::error::TryRecvError;
     use tokio::sync::oneshot;
 

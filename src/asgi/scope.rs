@@ -11,7 +11,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyDict, PyList, PyString, PyTuple};
 use rustc_hash::FxSeededState;
 
-use crate::bridge::pending::{ConnInfo, LocalAddr, PendingRequest, PendingWebSocket};
+use crate::bridge::{ConnInfo, LocalAddr, PendingRequest, PendingWebSocket};
 use crate::tls::TlsInfo;
 
 /// Header names beyond this many distinct ones are not cached (a client sending random

@@ -13,8 +13,7 @@ use tokio::sync::mpsc::{self, error::TrySendError};
 use crate::asgi::awaitable::Ready;
 use crate::asgi::errors::ClientDisconnected;
 use crate::asgi::loop_ctx::LoopCtx;
-use crate::bridge::exchange::{Exchange, ExchangeState};
-use crate::bridge::waiters::Waiters;
+use crate::bridge::{Exchange, ExchangeState, Waiters};
 
 /// A loop-side exchange state that can produce `receive()` messages.
 pub(crate) trait Channel: ExchangeState {
@@ -44,7 +43,7 @@ pub(crate) fn access_client_and_path(
 ) -> (String, String) {
     let client = peer
         .as_ref()
-        .map(crate::bridge::pending::host_port)
+        .map(crate::bridge::host_port)
         .unwrap_or_default();
     let path = uri
         .path_and_query()

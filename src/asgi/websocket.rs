@@ -21,11 +21,10 @@ use crate::asgi::messages::{
 };
 use crate::asgi::waiters::{self, client_disconnected, Channel};
 use crate::asgi::ws_send::{self, Payload, WsAction, WsEnd, WsFault};
-use crate::bridge::body::ResponseBody;
-use crate::bridge::budget::{Budgets, RoomWaiter};
-use crate::bridge::exchange::Exchange;
-use crate::bridge::waiters::Waiters;
-use crate::bridge::websocket::{CloseInfo, WsDecision, WsIn, WsOut, WsPhase, WsState};
+use crate::bridge::{
+    Budgets, CloseInfo, Exchange, ResponseBody, RoomWaiter, Waiters, WsDecision, WsIn, WsOut,
+    WsPhase, WsState,
+};
 use crate::http::responses::build_response;
 
 /// Outbound frames queued ahead of the socket before `send()` waits.

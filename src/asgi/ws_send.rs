@@ -14,7 +14,7 @@ use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::bridge::websocket::{CloseInfo, WsDecision, WsOut, WsPhase, WsState};
+use crate::bridge::{CloseInfo, WsDecision, WsOut, WsPhase, WsState};
 use crate::ws::frame::close_code_allowed;
 
 /// RFC 6455 §5.5: a close frame's payload is at most 125 bytes, 2 of them the code.

@@ -10,9 +10,7 @@ use http_body::{Body, Frame, SizeHint};
 use tokio::sync::mpsc::{self, error::TryRecvError};
 
 use crate::bridge::budget::{Budgets, Charge, CHUNK_OVERHEAD};
-use crate::bridge::exchange::CloseGuard;
 use crate::bridge::file_body::{FileBody, FileFailed, FileSource, FILE_CHUNK};
-use crate::bridge::http_state::HttpState;
 use crate::config::ServerConfig;
 use crate::http::body_reader::BodyError;
 use crate::http::responses::error_response;
@@ -225,10 +223,11 @@ enum Kind {
 
 /// The body hyper writes. A stream whose sender goes away without `Last` yields an error,
 /// which makes hyper abort the connection: a client never sees a clean end of a truncated
-/// body.
-pub(crate) struct ResponseBody {
+/// body. `G` is held until hyper drops the body: the exchange's close guard (the alias
+/// `ResponseBody` in http_state.rs), generic so that this file needs no exchange type.
+pub(crate) struct GuardedBody<G> {
     kind: Kind,
-    _guard: Option<CloseGuard<HttpState>>,
+    _guard: Option<G>,
 }
 
 #[derive(Debug)]
@@ -242,33 +241,33 @@ impl std::fmt::Display for BodyAborted {
 
 impl std::error::Error for BodyAborted {}
 
-impl ResponseBody {
-    pub(crate) fn empty(guard: Option<CloseGuard<HttpState>>) -> Self {
-        ResponseBody {
+impl<G> GuardedBody<G> {
+    pub(crate) fn empty(guard: Option<G>) -> Self {
+        GuardedBody {
             kind: Kind::Empty,
             _guard: guard,
         }
     }
 
-    pub(crate) fn full(data: Bytes, guard: Option<CloseGuard<HttpState>>) -> Self {
+    pub(crate) fn full(data: Bytes, guard: Option<G>) -> Self {
         if data.is_empty() {
             return Self::empty(guard);
         }
-        ResponseBody {
+        GuardedBody {
             kind: Kind::Full(Some(data)),
             _guard: guard,
         }
     }
 
-    pub(crate) fn file(source: FileSource, guard: Option<CloseGuard<HttpState>>) -> Self {
-        ResponseBody {
+    pub(crate) fn file(source: FileSource, guard: Option<G>) -> Self {
+        GuardedBody {
             kind: Kind::File(FileBody::new(source)),
             _guard: guard,
         }
     }
 
-    pub(crate) fn stream(rx: BodyRx, guard: Option<CloseGuard<HttpState>>) -> Self {
-        ResponseBody {
+    pub(crate) fn stream(rx: BodyRx, guard: Option<G>) -> Self {
+        GuardedBody {
             kind: Kind::Stream {
                 rx,
                 finished: false,
@@ -279,11 +278,11 @@ impl ResponseBody {
     }
 }
 
-impl ResponseBody {
+impl<G> GuardedBody<G> {
     /// A response the server makes itself (`http::responses::error_response`), with nothing
     /// watching it.
     pub(crate) fn error(config: &ServerConfig, status: StatusCode) -> http::Response<Self> {
-        error_response(config, status).map(|text| ResponseBody::full(text, None))
+        error_response(config, status).map(|text| GuardedBody::full(text, None))
     }
 
     /// A file body (`http.response.pathsend`, a lone `http.response.zerocopysend`).
@@ -307,7 +306,7 @@ impl ResponseBody {
     }
 }
 
-impl Body for ResponseBody {
+impl<G: Unpin> Body for GuardedBody<G> {
     type Data = Bytes;
     type Error = BodyAborted;
 

@@ -10,8 +10,7 @@ use std::sync::{Arc, Mutex, MutexGuard};
 use tokio::sync::Notify;
 
 use crate::bridge::budget::RoomWaiter;
-use crate::bridge::wakeup::{Event, Wakeup};
-use crate::bridge::websocket::CloseInfo;
+use crate::bridge::wakeup::WakeQueue;
 
 /// A `receive()` is parked on the loop and wants an `Event::Receive` on the next change.
 const RECV_WAITING: u8 = 1;
@@ -20,17 +19,36 @@ const CLOSED: u8 = 2;
 /// A `send()` waits for room in a body budget (bridge/budget.rs): closing must wake it too.
 const SEND_WAITING: u8 = 4;
 
-/// The loop-side state types (HTTP, WebSocket) say which events wake them.
+/// The loop-side state types (HTTP, WebSocket) say which events wake them (events.rs).
 pub(crate) trait ExchangeState: Send + Sized + 'static {
+    /// What the loop thread's queue carries.
+    type Event: Send + 'static;
     /// The event that wakes this exchange's parked `receive()`.
-    fn receive_event(exchange: Arc<Exchange<Self>>) -> Event;
+    fn receive_event(exchange: Arc<Exchange<Self>>) -> Self::Event;
     /// The event that completes this exchange's backpressured `send()`.
-    fn send_done_event(exchange: Arc<Exchange<Self>>) -> Event;
+    fn send_done_event(exchange: Arc<Exchange<Self>>) -> Self::Event;
+}
+
+/// How a WebSocket session ended, as `websocket.disconnect` reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct CloseInfo {
+    pub(crate) code: u16,
+    pub(crate) reason: String,
+}
+
+impl CloseInfo {
+    /// 1006: the connection was lost without a close frame (never sent on the wire).
+    pub(crate) fn abnormal() -> Self {
+        CloseInfo {
+            code: 1006,
+            reason: String::new(),
+        }
+    }
 }
 
 pub(crate) struct Exchange<S: ExchangeState> {
     flags: AtomicU8,
-    wakeup: Arc<Wakeup>,
+    wakeup: Arc<WakeQueue<S::Event>>,
     /// For streamed request bodies: the body pump waits on this before its first read when
     /// the client sent `Expect: 100-continue` (hyper sends the 100 on that first read).
     pub(crate) body_start: Option<Arc<Notify>>,
@@ -42,7 +60,11 @@ pub(crate) struct Exchange<S: ExchangeState> {
 }
 
 impl<S: ExchangeState> Exchange<S> {
-    pub(crate) fn new(wakeup: Arc<Wakeup>, body_start: Option<Arc<Notify>>, state: S) -> Self {
+    pub(crate) fn new(
+        wakeup: Arc<WakeQueue<S::Event>>,
+        body_start: Option<Arc<Notify>>,
+        state: S,
+    ) -> Self {
         Exchange {
             flags: AtomicU8::new(0),
             wakeup,

@@ -10,11 +10,10 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use tokio::sync::oneshot;
 
-use crate::bridge::body::{BodyRx, BodyTx, InChunks, ResponseBody};
+use crate::bridge::body::{BodyRx, BodyTx, GuardedBody, InChunks};
 use crate::bridge::budget::{Budgets, ByteBudget, RoomWaiter};
-use crate::bridge::exchange::{CloseGuard, Exchange, ExchangeState};
+use crate::bridge::exchange::{CloseGuard, Exchange};
 use crate::bridge::waiters::Waiters;
-use crate::bridge::wakeup::Event;
 
 pub(crate) type ResponseSender = oneshot::Sender<http::Response<ResponseBody>>;
 
@@ -176,17 +175,10 @@ impl HttpState {
     }
 }
 
-impl ExchangeState for HttpState {
-    fn receive_event(exchange: Arc<Exchange<Self>>) -> Event {
-        Event::Receive(exchange)
-    }
-
-    fn send_done_event(exchange: Arc<Exchange<Self>>) -> Event {
-        Event::SendDone(exchange)
-    }
-}
-
 /// An HTTP request's exchange.
 pub(crate) type HttpExchange = Exchange<HttpState>;
 /// Marks an HTTP exchange closed when dropped (see `CloseGuard`).
 pub(crate) type HttpCloseGuard = CloseGuard<HttpState>;
+/// The body hyper writes for an app's response, holding the exchange open until hyper
+/// drops it (also a WebSocket denial's body).
+pub(crate) type ResponseBody = GuardedBody<HttpCloseGuard>;

@@ -82,7 +82,7 @@ impl PendingRequest {
     pub(crate) fn for_test(head: http::request::Parts, conn: ConnInfo) -> Self {
         use crate::bridge::http_state::{BufferLimits, HttpState, RequestBody};
         let (tx, _rx) = tokio::sync::oneshot::channel();
-        let wakeup = Arc::new(crate::bridge::wakeup::Wakeup::new().expect("an eventfd"));
+        let wakeup = Arc::new(crate::bridge::events::Wakeup::new().expect("an eventfd"));
         let buffers = BufferLimits {
             response: 1 << 20,
             connection: None,

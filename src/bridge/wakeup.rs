@@ -1,4 +1,5 @@
-//! The bridge from tokio to the loop thread: a lock-free queue plus one eventfd.
+//! The bridge from tokio to the loop thread: a lock-free queue plus one eventfd. What the
+//! queue carries is events.rs's list.
 //!
 //! tokio pushes events and writes the eventfd only when no wake-up is already pending, so a
 //! burst of requests costs one wake-up. The loop thread reads the eventfd, clears the flag and
@@ -13,39 +14,8 @@ use std::cell::Cell;
 use std::io;
 use std::os::fd::{AsRawFd, FromRawFd, OwnedFd, RawFd};
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
 
 use crossbeam_queue::SegQueue;
-
-use crate::bridge::exchange::Exchange;
-use crate::bridge::http_state::HttpExchange;
-use crate::bridge::pending::{PendingRequest, PendingWebSocket};
-use crate::bridge::websocket::WsState;
-
-/// What tokio hands to the loop thread.
-pub(crate) enum Event {
-    /// A new request to dispatch to the app.
-    Request(Box<PendingRequest>),
-    /// Something a pending `receive()` may be waiting for happened (body chunk, close).
-    Receive(Arc<HttpExchange>),
-    /// A `send()` that hit backpressure has been accepted (or failed) by tokio.
-    SendDone(Arc<HttpExchange>),
-    /// A WebSocket handshake to offer to the app.
-    WebSocket(Box<PendingWebSocket>),
-    WsReceive(Arc<Exchange<WsState>>),
-    WsSendDone(Arc<Exchange<WsState>>),
-    /// A response the static route made: for the access log and the metrics only.
-    Served(Box<crate::bridge::served::Served>),
-    /// A warning for the `ferrocorn.error` log (a request refused by a limit); rare, so the
-    /// text is boxed to keep the common events small.
-    Warning(Box<LogText>),
-    /// A line for the `ferrocorn.error` log at debug level (a connection closed for a bad
-    /// PROXY header); only sent when that level is on.
-    Debug(Box<LogText>),
-}
-
-/// The text of an `Event::Warning` or `Event::Debug`.
-pub(crate) struct LogText(pub String);
 
 /// Most events held back on an I/O thread before the loop is woken anyway (a bound on the
 /// latency added under a load that keeps tokio from parking).
@@ -60,22 +30,23 @@ pub(crate) fn mark_io_thread() {
     IO_THREAD.with(|io| io.set(true));
 }
 
-pub(crate) struct Wakeup {
-    queue: SegQueue<Event>,
+/// The queue of events of type `E` (events.rs: `Event`) and the eventfd that wakes the loop.
+pub(crate) struct WakeQueue<E> {
+    queue: SegQueue<E>,
     pending: AtomicBool,
     /// Events pushed on I/O threads since the last wake-up they caused.
     held: AtomicUsize,
     fd: OwnedFd,
 }
 
-impl Wakeup {
+impl<E> WakeQueue<E> {
     pub(crate) fn new() -> io::Result<Self> {
         // SAFETY: plain syscall; the returned descriptor is checked before use.
         let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
-        Ok(Wakeup {
+        Ok(WakeQueue {
             queue: SegQueue::new(),
             pending: AtomicBool::new(false),
             held: AtomicUsize::new(0),
@@ -89,7 +60,7 @@ impl Wakeup {
     }
 
     /// Called from tokio threads (and the loop thread). Never touches Python.
-    pub(crate) fn push(&self, event: Event) {
+    pub(crate) fn push(&self, event: E) {
         self.queue.push(event);
         if IO_THREAD.with(Cell::get) && self.held.fetch_add(1, Ordering::AcqRel) + 1 < MAX_HELD {
             return; // `flush` wakes the loop when this thread parks.
@@ -135,7 +106,7 @@ impl Wakeup {
         self.pending.store(false, Ordering::Release);
     }
 
-    pub(crate) fn pop(&self) -> Option<Event> {
+    pub(crate) fn pop(&self) -> Option<E> {
         self.queue.pop()
     }
 

@@ -1,17 +1,14 @@
 //! What a WebSocket session and its app exchange: the messages each way, the app's decision
 //! on the handshake, and the loop-side state kept in the session's `Exchange`.
 
-use std::sync::Arc;
-
 use bytes::Bytes;
 use http::{HeaderMap, StatusCode};
 use tokio::sync::{mpsc, oneshot};
 
-use crate::bridge::body::ResponseBody;
 use crate::bridge::budget::Budgets;
-use crate::bridge::exchange::{Exchange, ExchangeState};
+use crate::bridge::exchange::CloseInfo;
+use crate::bridge::http_state::ResponseBody;
 use crate::bridge::waiters::Waiters;
-use crate::bridge::wakeup::Event;
 
 /// From the client, through a bounded channel (`max_queue`), to the app's `receive()`.
 pub(crate) enum WsIn {
@@ -40,23 +37,6 @@ pub(crate) enum WsDecision {
     },
     /// 403 for a close before accept, or the app's denial response.
     Reject(http::Response<ResponseBody>),
-}
-
-/// How the session ended, as `websocket.disconnect` reports it.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub(crate) struct CloseInfo {
-    pub(crate) code: u16,
-    pub(crate) reason: String,
-}
-
-impl CloseInfo {
-    /// 1006: the connection was lost without a close frame (never sent on the wire).
-    pub(crate) fn abnormal() -> Self {
-        CloseInfo {
-            code: 1006,
-            reason: String::new(),
-        }
-    }
 }
 
 pub(crate) enum WsPhase {
@@ -111,15 +91,5 @@ impl WsState {
             status: 0,
             out_budget: None,
         }
-    }
-}
-
-impl ExchangeState for WsState {
-    fn receive_event(exchange: Arc<Exchange<Self>>) -> Event {
-        Event::WsReceive(exchange)
-    }
-
-    fn send_done_event(exchange: Arc<Exchange<Self>>) -> Event {
-        Event::WsSendDone(exchange)
     }
 }

@@ -20,11 +20,8 @@ use crate::asgi::access::AccessLog;
 use crate::asgi::dispatch::{AppCall, Dispatcher};
 use crate::asgi::loop_ctx::LoopCtx;
 use crate::asgi::spawn::Runner;
-use crate::bridge::wakeup::Wakeup;
-use crate::server::admission::Unavailable;
-use crate::server::listener::{accept_loop, Listener};
-use crate::server::runtime::IoRuntime;
-use crate::server::{Lifecycle, ServerShared};
+use crate::bridge::Wakeup;
+use crate::server::{accept_loop, IoRuntime, Lifecycle, Listener, ServerShared, Unavailable};
 use options::Options;
 use tls_config::TlsConfig;
 
@@ -53,7 +50,7 @@ fn alt_svc(port: u16) -> (http::HeaderName, http::HeaderValue) {
 
 /// The loop callback that hands batched wake-ups to tokio (see relay.rs).
 #[pyclass(frozen, module = "ferrocorn._ferrocorn")]
-struct RelayFlush(Arc<crate::bridge::relay::WakeRelay>);
+struct RelayFlush(Arc<crate::bridge::WakeRelay>);
 
 #[pymethods]
 impl RelayFlush {
@@ -221,7 +218,7 @@ impl Core {
                     Listener::Unix(tokio::net::UnixListener::from_std(l)?, path)
                 }
                 PendingListener::Quic(socket) => {
-                    let endpoint = crate::server::h3::listener::endpoint(socket, &this.shared)
+                    let endpoint = crate::server::h3_endpoint(socket, &this.shared)
                         .map_err(PyValueError::new_err)?;
                     *lock(&this.quic) = Some(endpoint.clone());
                     Listener::Quic(endpoint)
@@ -233,7 +230,7 @@ impl Core {
             (this.shared.wakeup.fd(), slf.getattr("drain")?),
         )?;
         // Wake-ups of connection tasks from this thread are batched from here on.
-        crate::bridge::relay::mark_loop_thread();
+        crate::bridge::mark_loop_thread();
         let relay = this.shared.relay.clone();
         handle.spawn(relay.clone().run());
         let flush = Py::new(slf.py(), RelayFlush(relay.clone()))?;
@@ -302,7 +299,7 @@ impl Core {
             Some(server) => {
                 server.replace(&tls.loaded);
                 match lock(&self.quic).as_ref() {
-                    Some(endpoint) => crate::server::h3::listener::reload(endpoint, &self.shared)
+                    Some(endpoint) => crate::server::h3_reload(endpoint, &self.shared)
                         .map_err(PyValueError::new_err),
                     None => Ok(()),
                 }

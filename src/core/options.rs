@@ -17,7 +17,7 @@ use crate::config::{
 };
 use crate::http::headers::{response_header_name, response_header_value};
 use crate::proxy_protocol::{ProxyProtocol, TrustedPeers, Versions};
-use crate::server::connection::alpn_protocols;
+use crate::server::alpn_protocols;
 use crate::ws::WsConfig;
 
 /// What the core reads of a `Config`.

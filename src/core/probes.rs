@@ -9,8 +9,7 @@ use std::sync::{Arc, Mutex};
 use pyo3::exceptions::PyOSError;
 use pyo3::prelude::*;
 
-use crate::server::probes::{serve_probes, ProbeState};
-use crate::server::runtime::IoRuntime;
+use crate::server::{serve_probes, IoRuntime, ProbeState};
 
 #[pyclass(frozen, module = "ferrocorn._ferrocorn")]
 pub(crate) struct ProbeServer {

@@ -6,8 +6,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use tokio::sync::{mpsc, oneshot, Notify};
 
-use crate::bridge::body::{InChunk, Joined};
-use crate::bridge::http_state::HttpExchange;
+use crate::bridge::{HttpExchange, InChunk, Joined};
 use crate::http::body_reader::{BodyError, BodyReader, Consumer, Piece};
 
 /// Moves a streamed request body from hyper to the app's `receive()`, each chunk holding what
@@ -117,10 +116,10 @@ mod tests {
     use tokio::io::{AsyncWriteExt, DuplexStream};
 
     use super::*;
-    use crate::bridge::body::{MERGED_CHUNK_BYTES, REQUEST_BODY_QUEUE};
-    use crate::bridge::exchange::Exchange;
-    use crate::bridge::http_state::{BufferLimits, HttpState, RequestBody};
-    use crate::bridge::wakeup::Wakeup;
+    use crate::bridge::{
+        BufferLimits, Exchange, HttpState, RequestBody, Wakeup, MERGED_CHUNK_BYTES,
+        REQUEST_BODY_QUEUE,
+    };
 
     const HEAD: &[u8] = b"POST / HTTP/1.1\r\nhost: x\r\ntransfer-encoding: chunked\r\n\r\n";
 

@@ -8,8 +8,7 @@ use std::time::Instant;
 
 use tokio::sync::OwnedSemaphorePermit;
 
-use crate::bridge::budget::ByteBudget;
-use crate::bridge::pending::ConnInfo;
+use crate::bridge::{ByteBudget, ConnInfo};
 use crate::http::body_reader::BodyWatch;
 use crate::server::cork::IoSignals;
 use crate::server::http10::Http10Heads;
@@ -51,7 +50,7 @@ impl ConnCtx {
     /// Who the client is, for a log line: "host:port", or what a Unix socket peer is.
     pub(crate) fn peer_text(&self) -> String {
         match self.info.peer {
-            Some(peer) => crate::bridge::pending::host_port(&peer),
+            Some(peer) => crate::bridge::host_port(&peer),
             None => "a Unix socket client".to_owned(),
         }
     }

@@ -13,9 +13,7 @@ use hyper_util::rt::{TokioIo, TokioTimer};
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
-use crate::bridge::pending::ConnInfo;
-use crate::bridge::relay::RelayExecutor;
-use crate::bridge::wakeup::{Event, LogText};
+use crate::bridge::{ConnInfo, Event, LogText, RelayExecutor};
 use crate::config::HttpMode;
 use crate::server::conn_state::ConnCtx;
 use crate::server::cork::IoSignals;

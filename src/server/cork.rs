@@ -20,7 +20,7 @@ use std::time::Instant;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::bridge::file_spans;
+use crate::bridge::is_placeholder;
 use crate::server::stamp::Stamp;
 
 /// Most bytes held back; beyond this writes go through (and backpressure applies).
@@ -228,7 +228,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Corked<T> {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
-        if this.can_hold(buf.len()) && !file_spans::is_placeholder(buf) {
+        if this.can_hold(buf.len()) && !is_placeholder(buf) {
             this.held.extend_from_slice(buf);
             return Poll::Ready(Ok(buf.len()));
         }
@@ -244,7 +244,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Corked<T> {
     ) -> Poll<io::Result<usize>> {
         let this = &mut *self;
         let len: usize = bufs.iter().map(|b| b.len()).sum();
-        if this.can_hold(len) && !bufs.iter().any(|b| file_spans::is_placeholder(b)) {
+        if this.can_hold(len) && !bufs.iter().any(|b| is_placeholder(b)) {
             for b in bufs {
                 this.held.extend_from_slice(b);
             }

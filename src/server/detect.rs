@@ -13,7 +13,7 @@ use std::sync::Arc;
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::bridge::file_spans::is_placeholder;
+use crate::bridge::is_placeholder;
 use crate::server::conn_state::ConnCtx;
 use crate::server::http10::{HeadWriter, Next};
 use crate::server::reorder::{OrderWriter, Step};

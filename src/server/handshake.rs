@@ -7,8 +7,7 @@ use std::sync::Arc;
 use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 use tokio::time::Instant;
 
-use crate::bridge::pending::ConnInfo;
-use crate::bridge::relay::Relayed;
+use crate::bridge::{ConnInfo, Relayed};
 use crate::server::connection::{serve_connection, Protocol};
 use crate::server::cork::{Corked, IoSignals};
 use crate::server::proxied::{read_header, refuse};

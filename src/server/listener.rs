@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use tokio::net::{TcpListener, UnixListener};
 
-use crate::bridge::pending::{ConnInfo, LocalAddr};
+use crate::bridge::{ConnInfo, LocalAddr};
 use crate::server::handshake::start_connection;
 use crate::server::sendfile::SendFile;
 use crate::server::{AcceptLoopGuard, Lifecycle, ServerShared};
@@ -29,7 +29,7 @@ pub(crate) async fn accept_loop(
 ) {
     let listener = match listener {
         Listener::Quic(endpoint) => {
-            return crate::server::h3::listener::accept_loop(endpoint, shared, _registered).await
+            return crate::server::h3::accept_loop(endpoint, shared, _registered).await
         }
         other => other,
     };

@@ -1,29 +1,39 @@
 //! The tokio side: accepting, serving connections with hyper, turning requests into events.
-//! Nothing in here touches Python.
+//! Nothing in here touches Python. The modules are private; `core/` uses the names
+//! re-exported below.
 
-pub(crate) mod admission;
-pub(crate) mod body_pump;
-pub(crate) mod conn_state;
-pub(crate) mod connection;
-pub(crate) mod cork;
-pub(crate) mod detect;
-pub(crate) mod h2_guard;
-pub(crate) mod h3;
-pub(crate) mod handshake;
-pub(crate) mod http10;
-pub(crate) mod idle;
-pub(crate) mod listener;
-pub(crate) mod park;
-pub(crate) mod probes;
-pub(crate) mod proxied;
-pub(crate) mod reorder;
-pub(crate) mod runtime;
-pub(crate) mod sendfile;
-pub(crate) mod service;
-pub(crate) mod side_wake;
-pub(crate) mod stamp;
-pub(crate) mod static_route;
-pub(crate) mod websocket;
+mod admission;
+mod body_pump;
+mod conn_state;
+mod connection;
+mod cork;
+mod detect;
+mod h2_guard;
+mod h3;
+mod handshake;
+mod http10;
+mod idle;
+mod listener;
+mod park;
+mod probes;
+mod proxied;
+mod reorder;
+mod runtime;
+mod sendfile;
+mod service;
+mod side_wake;
+mod stamp;
+mod static_route;
+mod websocket;
+
+// What the core (`core/`) drives: the runtime, the listeners and their accept loops, the
+// health-probe responder, the lifecycle every connection watches.
+pub(crate) use admission::Unavailable;
+pub(crate) use connection::alpn_protocols;
+pub(crate) use h3::{endpoint as h3_endpoint, reload as h3_reload};
+pub(crate) use listener::{accept_loop, Listener};
+pub(crate) use probes::{serve_probes, ProbeState};
+pub(crate) use runtime::IoRuntime;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
@@ -31,12 +41,9 @@ use std::time::Duration;
 
 use tokio::sync::watch;
 
-use crate::bridge::relay::WakeRelay;
-use crate::bridge::wakeup::Wakeup;
+use crate::bridge::{WakeRelay, Wakeup};
 use crate::config::ServerConfig;
-use crate::server::admission::{
-    AdmissionQueue, Unavailable, UnavailableCounts, WebSocketCount, WebSocketSlot,
-};
+use crate::server::admission::{AdmissionQueue, UnavailableCounts, WebSocketCount, WebSocketSlot};
 use crate::server::static_route::StaticCache;
 
 /// Where the server is in its life; connections and accept loops watch it.

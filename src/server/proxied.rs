@@ -6,8 +6,7 @@
 use bytes::BytesMut;
 use tokio::io::AsyncRead;
 
-use crate::bridge::pending::{ConnInfo, LocalAddr};
-use crate::bridge::wakeup::{Event, LogText, Wakeup};
+use crate::bridge::{ConnInfo, Event, LocalAddr, LogText, Wakeup};
 use crate::proxy_protocol::{parse, Parsed, ProxyProtocol};
 use crate::server::detect::{read_some, Replay};
 
@@ -59,7 +58,7 @@ pub(crate) fn refuse(info: &ConnInfo, settings: &ProxyProtocol, wakeup: &Wakeup,
         return;
     }
     let peer = match &info.peer {
-        Some(peer) => crate::bridge::pending::host_port(peer),
+        Some(peer) => crate::bridge::host_port(peer),
         None => "a Unix socket client".to_owned(),
     };
     let text = format!("PROXY protocol: closed the connection from {peer}: {reason}");

@@ -6,7 +6,7 @@ use std::thread::JoinHandle;
 use tokio::runtime::{Builder, Handle};
 use tokio::sync::oneshot;
 
-use crate::bridge::wakeup::mark_io_thread;
+use crate::bridge::mark_io_thread;
 
 pub(crate) struct IoRuntime {
     handle: Handle,

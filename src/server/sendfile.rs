@@ -17,7 +17,7 @@ use std::task::{ready, Context, Poll};
 use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
 use tokio::net::TcpStream;
 
-use crate::bridge::file_spans::{self, Lookup};
+use crate::bridge::{file_spans_in_use, lookup_file_span, Lookup};
 
 /// Bytes one sendfile call may move: a large file goes out in several calls, each a
 /// partial write, so other connections on the thread get their turn in between.
@@ -96,7 +96,7 @@ impl AsyncWrite for SendFile {
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        match file_spans::lookup(buf) {
+        match lookup_file_span(buf) {
             Lookup::Plain => Pin::new(&mut this.inner).poll_write(cx, buf),
             other => this.poll_placeholder(cx, other),
         }
@@ -108,7 +108,7 @@ impl AsyncWrite for SendFile {
         bufs: &[IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        if !file_spans::in_use() {
+        if !file_spans_in_use() {
             return Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
         }
         let mut plain = bufs.len();
@@ -117,7 +117,7 @@ impl AsyncWrite for SendFile {
             if buf.is_empty() {
                 continue;
             }
-            let lookup = file_spans::lookup(buf);
+            let lookup = lookup_file_span(buf);
             if lookup != Lookup::Plain {
                 plain = i;
                 first = lookup;

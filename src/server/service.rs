@@ -15,11 +15,10 @@ use http_body::{Body, Frame, SizeHint};
 use hyper::body::Incoming;
 use tokio::sync::{mpsc, oneshot, Notify};
 
-use crate::bridge::body::{BodyAborted, InChunks, ResponseBody, REQUEST_BODY_QUEUE};
-use crate::bridge::exchange::{CloseGuard, Exchange};
-use crate::bridge::http_state::{BufferLimits, HttpState, RequestBody};
-use crate::bridge::pending::{LocalAddr, PendingRequest};
-use crate::bridge::wakeup::{Event, LogText};
+use crate::bridge::{
+    BodyAborted, BufferLimits, CloseGuard, Event, Exchange, HttpState, InChunks, LocalAddr,
+    LogText, PendingRequest, RequestBody, ResponseBody, REQUEST_BODY_QUEUE,
+};
 use crate::config::{BodyLimits, SendfileMode, ServerConfig};
 use crate::http::body_reader::{BodyError, BodyReader, InBody};
 use crate::http::h1_request::check_head;

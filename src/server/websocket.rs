@@ -18,12 +18,10 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, Interval};
 
-use crate::bridge::body::ResponseBody;
-use crate::bridge::exchange::{CloseGuard, Exchange};
-use crate::bridge::pending::PendingWebSocket;
-use crate::bridge::wakeup::{Event, LogText};
-use crate::bridge::websocket::WsState;
-use crate::bridge::websocket::{CloseInfo, WsDecision, WsIn, WsOut};
+use crate::bridge::{
+    CloseGuard, CloseInfo, Event, Exchange, LogText, PendingWebSocket, ResponseBody, WsDecision,
+    WsIn, WsOut, WsState,
+};
 use crate::http::headers::add_host_from_authority;
 use crate::http::responses::build_response;
 use crate::server::admission::WebSocketSlot;

@@ -8,7 +8,7 @@ use pyo3::types::{PyBool, PyByteArray};
 
 use super::packing::unpack_headers;
 use crate::asgi::protocol::{HttpProtocol, Incoming};
-use crate::bridge::http_state::RequestBody;
+use crate::bridge::RequestBody;
 
 #[pymethods]
 impl HttpProtocol {

@@ -5,7 +5,7 @@
 use http::{HeaderMap, Version};
 use percent_encoding::percent_decode;
 
-use crate::bridge::pending::{LocalAddr, PendingRequest};
+use crate::bridge::{LocalAddr, PendingRequest};
 use crate::http::header_order::{marked_map, still_grouped};
 use crate::http::headers::{response_header_name, response_header_value};
 
@@ -122,7 +122,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::bridge::pending::ConnInfo;
+    use crate::bridge::ConnInfo;
 
     fn request(target: &str, headers: &[(&str, &[u8])], local: LocalAddr) -> PendingRequest {
         let mut builder = http::Request::builder().method("GET").uri(target);

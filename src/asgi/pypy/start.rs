@@ -7,7 +7,7 @@ use pyo3::types::{PyByteArray, PyDict};
 
 use super::packing::pack_scope;
 use crate::asgi::protocol::HttpProtocol;
-use crate::bridge::pending::PendingRequest;
+use crate::bridge::PendingRequest;
 
 /// `start` from `ferrocorn._pypy.starter.pypy_starter`.
 pub(crate) struct Starter {

@@ -9,7 +9,7 @@ use h3::error::Code;
 use rustls_pki_types::CertificateDer;
 use tokio::task::JoinSet;
 
-use crate::bridge::pending::{ConnInfo, LocalAddr};
+use crate::bridge::{ConnInfo, LocalAddr};
 use crate::server::conn_state::ConnCtx;
 use crate::server::cork::IoSignals;
 use crate::server::h3::request::serve_stream;

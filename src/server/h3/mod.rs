@@ -7,8 +7,10 @@
 //! into the stream); `body`: the request body as an `http_body::Body`; `quic_config`: the
 //! rustls and transport settings.
 
-pub(crate) mod body;
-pub(crate) mod connection;
-pub(crate) mod listener;
-pub(crate) mod quic_config;
-pub(crate) mod request;
+mod body;
+mod connection;
+mod listener;
+mod quic_config;
+mod request;
+
+pub(crate) use listener::{accept_loop, endpoint, reload};

@@ -24,10 +24,7 @@ use http::{request, HeaderMap, HeaderValue, Method, Response, StatusCode};
 use http_body::Body;
 
 use crate::access_log::json::RequestFields;
-use crate::bridge::body::ResponseBody;
-use crate::bridge::file_body::FileSource;
-use crate::bridge::served::Served;
-use crate::bridge::wakeup::Event;
+use crate::bridge::{Event, FileSource, ResponseBody, Served};
 use crate::config::{ServerConfig, StaticFiles, StaticRoute};
 use crate::http::responses::build_response;
 use crate::http::static_files::encoding::preferred;
