@@ -1,4 +1,4 @@
-"""Idle HTTP/1.1 keep-alive connections are parked after about a second of silence: hyper's
+"""Idle HTTP/1.1 keep-alive connections are parked after a second of silence (0.3 s here): hyper's
 connection and its buffers are released and the stream waits for the client's next bytes
 (``src/server/park.rs``). To the client nothing changes: the same connection goes on serving
 whatever comes next (another request, a pipelined burst, a body, a WebSocket upgrade), the
@@ -15,10 +15,13 @@ import pytest
 from tests.support.helpers import RawConnection, request_bytes, start_server
 from tests.support.wsraw import RawWebSocket
 
-# Parking happens between 1 and 2 s after a connection went idle (PARK_AFTER plus at most one
-# more look of the connection's timer).
-PARKED = 2.3
-KEEP_ALIVE = 6.0
+# The servers here park a connection after 0.3 s of silence instead of the default second
+# (FERROCORN_PARK_AFTER_MS, read by src/server/park.rs), so each wait for parking costs a
+# fraction of what it would: parking happens between 0.3 and 0.6 s after a connection went
+# idle (the delay plus at most one more look of the connection's timer).
+PARK_ENV = {"FERROCORN_PARK_AFTER_MS": "300"}
+PARKED = 0.9
+KEEP_ALIVE = 4.0
 HEADER = 1.5
 
 
@@ -32,6 +35,7 @@ def server(request):
         str(KEEP_ALIVE),
         "--header-read-timeout",
         str(HEADER),
+        env=PARK_ENV,
     ) as s:
         yield s
 
@@ -141,7 +145,7 @@ def test_a_client_that_closes_while_parked_is_let_go(server):
 
 
 def test_a_websocket_upgrade_after_parking():
-    with start_server("tests.apps.ws_app:app") as server:
+    with start_server("tests.apps.ws_app:app", env=PARK_ENV) as server:
         ws = RawWebSocket(server.port, handshake=False)
         with ws:
             ws.sock.sendall(request_bytes("GET", "/plain"))
@@ -155,7 +159,7 @@ def test_a_websocket_upgrade_after_parking():
 
 
 def test_draining_closes_parked_connections_at_once():
-    with start_server("tests.apps.basic:app", "--timeout-graceful-shutdown", "20") as server:
+    with start_server("tests.apps.basic:app", "--timeout-graceful-shutdown", "20", env=PARK_ENV) as server:
         conns = [RawConnection(server.port) for _ in range(3)]
         try:
             for conn in conns:
@@ -182,7 +186,7 @@ def test_parked_connections_give_their_memory_back():
     connection; PyPy 2.5-2.7 KiB, its busy RSS 52 MB lower than before the byte budgets and
     the loop thread's memory release (3.9 KiB then), so PyPy is asked for 2 KiB."""
     count = 3000
-    with start_server("tests.apps.basic:app", "--timeout-keep-alive", "60") as server:
+    with start_server("tests.apps.basic:app", "--timeout-keep-alive", "60", env=PARK_ENV) as server:
         socks = []
         try:
             request = request_bytes("GET", "/hello")

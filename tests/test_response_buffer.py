@@ -162,15 +162,17 @@ def test_a_slow_reader_gets_every_byte(chunk):
         sock.close()
     head, _, body = bytes(data).partition(b"\r\n\r\n")
     assert head.startswith(b"HTTP/1.1 200"), head
-    # Chunked framing: decode it.
+    # Chunked framing: decode it (by offset: slicing the rest off at each of 12k chunks
+    # copied ~75 GB and took most of a minute).
     decoded = bytearray()
-    while body:
-        length, _, rest = body.partition(b"\r\n")
-        n = int(length, 16)
+    at = 0
+    while at < len(body):
+        eol = body.index(b"\r\n", at)
+        n = int(body[at:eol], 16)
         if n == 0:
             break
-        decoded += rest[:n]
-        body = rest[n + 2 :]
+        decoded += body[eol + 2 : eol + 2 + n]
+        at = eol + 2 + n + 2
     want = expected(size, chunk)
     assert len(decoded) == size
     assert hashlib.sha256(decoded).digest() == hashlib.sha256(want).digest()

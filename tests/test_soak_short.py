@@ -1,6 +1,6 @@
-"""A short soak run (benchmarks/soak.py for ~45 s): no request errors, RSS within 10% after
-the warm-up (a memory bound, not a timing threshold), fds and asyncio tasks back to their
-pre-load values, and the server alive throughout."""
+"""A short soak run (benchmarks/soak.py for 45 s; 20 s under PyPy): no request errors, RSS
+within 10% after the warm-up (a memory bound, not a timing threshold; CPython only), fds and
+asyncio tasks back to their pre-load values, and the server alive throughout."""
 
 import os
 import subprocess
@@ -21,21 +21,22 @@ def server_is_pypy():
 
 
 @pytest.mark.timeout(180)
-def test_soak_short(request):
+def test_soak_short():
     pytest.importorskip("websockets.sync.client")
+    duration, rss_bound = "45", "10"
     if server_is_pypy():
         # Under PyPy the server's heap keeps growing for about two minutes (JIT warm-up and GC
         # nursery growth: 135 MB at 5 s, a plateau near 170 MB from ~110 s in a 200 s run), so
-        # a 45 s run can exceed the 5% bound without a leak; the long run is the PyPy check.
-        request.applymarker(
-            pytest.mark.xfail(reason="PyPy heap still warming up within 45 s", strict=False)
-        )
+        # no RSS bound holds within a short run; benchmarks/soak.py's 600 s run is PyPy's
+        # memory check. This run still fails on any request error, a server death, or fds
+        # and tasks that do not come back to their pre-load counts.
+        duration, rss_bound = "20", "inf"
     proc = subprocess.run(
         [
             sys.executable,
             os.path.join(REPO_ROOT, "benchmarks", "soak.py"),
             "--duration",
-            "45",
+            duration,
             "--interval",
             "1.5",
             "--workers",
@@ -45,7 +46,7 @@ def test_soak_short(request):
             # failed 2 of 7 runs (+6.4%, +6.2%). 10% (~4 MB) still fails a leak of ~40 bytes per
             # request (100k+ requests in 45 s); the 600 s run in benchmarks/ holds the 5% bound.
             "--max-rss-growth",
-            "10",
+            rss_bound,
         ],
         cwd=REPO_ROOT,
         env=server_env(),

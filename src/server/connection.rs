@@ -22,7 +22,7 @@ use crate::server::h2_guard::H2Guard;
 use crate::server::idle::{
     earliest, first_bytes_timeout, sleep_until_or_never, IdleCheck, IdleRules,
 };
-use crate::server::park::{park_due, wait_parked, PARK_AFTER};
+use crate::server::park::{park_after, park_due, wait_parked};
 use crate::server::service::{handle_h2_request, handle_request};
 use crate::server::side_wake::SideWake;
 use crate::server::{ConnectionGuard, Lifecycle, ServerShared};
@@ -207,7 +207,7 @@ pub(crate) async fn serve_connection<S>(
     let rules = IdleRules::http1(&shared.config);
     let tls = ctx.info.tls.is_some();
     // See `server::park`: not over TLS.
-    let park_after = (!tls).then_some(PARK_AFTER);
+    let park_after = (!tls).then(park_after);
     let mut io = io;
     io.follow_http1(ctx.clone());
     loop {

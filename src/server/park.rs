@@ -23,7 +23,21 @@ use crate::server::Lifecycle;
 /// How long a connection must be idle before it parks. Traffic on a busy keep-alive connection
 /// comes far more often and never parks; a connection that wakes from parking pays for one
 /// hyper connection set-up (a few microseconds), nothing against a second of silence.
-pub(crate) const PARK_AFTER: Duration = Duration::from_secs(1);
+const PARK_AFTER: Duration = Duration::from_secs(1);
+
+/// `PARK_AFTER`, or the milliseconds `FERROCORN_PARK_AFTER_MS` gives (read once): the
+/// black-box tests of parking set a fraction of a second so that they need not sleep through
+/// seconds for each connection to park. Not a user setting: the default is not worth tuning.
+pub(crate) fn park_after() -> Duration {
+    static AFTER: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+    *AFTER.get_or_init(|| {
+        std::env::var("FERROCORN_PARK_AFTER_MS")
+            .ok()
+            .and_then(|ms| ms.parse::<u64>().ok())
+            .filter(|&ms| ms > 0)
+            .map_or(PARK_AFTER, Duration::from_millis)
+    })
+}
 
 /// How soon after a connection parked the memory it freed is handed back to the OS.
 /// mimalloc keeps freed pages resident until it purges them, which it does lazily, on later
