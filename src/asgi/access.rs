@@ -44,7 +44,9 @@ impl AccessLog {
         self.json
     }
 
-    pub(crate) fn record(&self, py: Python<'_>, line: &Line<'_>, extra: Extra<'_>) {
+    /// Needs no GIL unless the lines are diverted to Python (the PyPy fast path records its
+    /// lines without holding Python objects).
+    pub(crate) fn record(&self, line: &Line<'_>, extra: Extra<'_>) {
         let Some(callback) = self.diverted.get() else {
             if self.json {
                 let now = SystemTime::now();
@@ -68,9 +70,11 @@ impl AccessLog {
                 .unwrap_or_default(),
         };
         let args = (client, line.method, line.target, line.version, line.status);
-        if let Err(err) = callback.call1(py, args) {
-            err.write_unraisable(py, None);
-        }
+        Python::attach(|py| {
+            if let Err(err) = callback.call1(py, args) {
+                err.write_unraisable(py, None);
+            }
+        });
     }
 
     /// From now on lines go to `callback` (flush first, so that the order holds).
@@ -176,13 +180,7 @@ impl CallAccess {
     }
 
     /// The app call ended: its line, when the core writes the access log.
-    pub(crate) fn record(
-        &self,
-        py: Python<'_>,
-        log: Option<&AccessLog>,
-        request: Request<'_>,
-        outcome: Outcome,
-    ) {
+    pub(crate) fn record(&self, log: Option<&AccessLog>, request: Request<'_>, outcome: Outcome) {
         let Some(log) = log else {
             return;
         };
@@ -205,13 +203,13 @@ impl CallAccess {
             duration: outcome.duration,
             fields: request.fields,
         };
-        log.record(py, &line, extra);
+        log.record(&line, extra);
     }
 }
 
 /// A response the core made without the app (the static route): the same line an app
 /// call's would be, with the socket's peer as the client.
-pub(crate) fn record_served(py: Python<'_>, log: &AccessLog, served: &Served) {
+pub(crate) fn record_served(log: &AccessLog, served: &Served) {
     let line = Line {
         client: Client::Peer(served.peer),
         method: served.method.as_str(),
@@ -224,5 +222,5 @@ pub(crate) fn record_served(py: Python<'_>, log: &AccessLog, served: &Served) {
         duration: served.duration,
         fields: Some(&served.fields),
     };
-    log.record(py, &line, extra);
+    log.record(&line, extra);
 }

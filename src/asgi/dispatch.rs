@@ -29,6 +29,10 @@ pub(crate) struct Dispatcher {
     spawner: TaskSpawner,
     #[cfg(PyPy)]
     pypy: Option<crate::asgi::pypy::Starter>,
+    /// PyPy with the default runner: requests go through the cffi fast path
+    /// (asgi/pypy/fast.rs), this dispatcher gets only what it leaves.
+    #[cfg(PyPy)]
+    fast: Option<&'static crate::asgi::pypy::fast::FastPath>,
     scope: ScopeFactory,
     ctx: Arc<LoopCtx>,
     wakeup: Arc<Wakeup>,
@@ -61,18 +65,37 @@ impl Dispatcher {
     ) -> PyResult<Self> {
         let has_factory = !event_loop.call_method0("get_task_factory")?.is_none();
         let task_name = task_name();
+        #[cfg(PyPy)]
+        let pypy = crate::asgi::pypy::Starter::for_loop(
+            py,
+            event_loop,
+            has_factory,
+            (root_path, state.as_ref()),
+            &task_name,
+        )?;
+        #[cfg(PyPy)]
+        let fast = match (&pypy, &plain.runner) {
+            (Some(_), Runner::Python(runner))
+                if runner
+                    .bind(py)
+                    .is(py.import("ferrocorn._asgi")?.getattr("run_asgi")?) =>
+            {
+                Some(crate::asgi::pypy::fast::FastPath::leak(
+                    ctx.clone(),
+                    wakeup.clone(),
+                    forwarded.is_some(),
+                ))
+            }
+            _ => None,
+        };
         Ok(Dispatcher {
             plain,
             forwarded,
             spawner: TaskSpawner::for_loop(py, event_loop, has_factory, &task_name)?,
             #[cfg(PyPy)]
-            pypy: crate::asgi::pypy::Starter::for_loop(
-                py,
-                event_loop,
-                has_factory,
-                (root_path, state.as_ref()),
-                &task_name,
-            )?,
+            pypy,
+            #[cfg(PyPy)]
+            fast,
             scope: ScopeFactory::new(py, root_path, state)?,
             ctx,
             wakeup,
@@ -93,22 +116,57 @@ impl Dispatcher {
         relay.begin_batch();
         while let Some(event) = self.wakeup.pop() {
             relay.set_more_queued(!self.wakeup.is_empty());
-            let result = match event {
-                Event::Request(req) => self.dispatch(py, *req),
-                Event::Receive(ex) => HttpProtocol::on_receive_event(py, &ex),
-                Event::SendDone(ex) => HttpProtocol::on_send_done(py, &ex),
-                Event::WebSocket(req) => self.dispatch_websocket(py, *req),
-                Event::WsReceive(ex) => WebSocketProtocol::on_receive_event(py, &ex),
-                Event::WsSendDone(ex) => WebSocketProtocol::on_send_done(py, &ex),
-                Event::Warning(message) => log_warning(py, message.0.as_str()),
-                Event::Debug(message) => log_debug(py, message.0.as_str()),
-                Event::Served(served) => self.served(py, &served),
-            };
-            if let Err(err) = result {
-                log_error(py, "Error while dispatching a request", Some(err));
-            }
+            self.handle(py, event);
         }
         relay.end_batch();
+    }
+
+    fn handle(&self, py: Python<'_>, event: Event) {
+        let result = match event {
+            Event::Request(req) => self.dispatch(py, *req),
+            Event::Receive(ex) => HttpProtocol::on_receive_event(py, &ex),
+            Event::SendDone(ex) => HttpProtocol::on_send_done(py, &ex),
+            Event::WebSocket(req) => self.dispatch_websocket(py, *req),
+            Event::WsReceive(ex) => WebSocketProtocol::on_receive_event(py, &ex),
+            Event::WsSendDone(ex) => WebSocketProtocol::on_send_done(py, &ex),
+            Event::Warning(message) => log_warning(py, message.0.as_str()),
+            Event::Debug(message) => log_debug(py, message.0.as_str()),
+            Event::Served(served) => self.served(py, &served),
+        };
+        if let Err(err) = result {
+            log_error(py, "Error while dispatching a request", Some(err));
+        }
+    }
+
+    /// PyPy's fast path, when this dispatcher has one (`ferrocorn._pypy.fast`).
+    #[cfg(PyPy)]
+    pub(crate) fn fast(&self) -> Option<&'static crate::asgi::pypy::fast::FastPath> {
+        self.fast
+    }
+
+    /// PyPy: the (start, app, runner) the fast path's Python drain starts requests with.
+    #[cfg(PyPy)]
+    pub(crate) fn fast_start(&self) -> Option<(&Py<PyAny>, &Py<PyAny>, &Py<PyAny>)> {
+        match (&self.pypy, &self.plain.runner) {
+            (Some(pypy), Runner::Python(runner)) => {
+                Some((pypy.start_fn(), &self.plain.app, runner))
+            }
+            _ => None,
+        }
+    }
+
+    /// PyPy: dispatch what the fast path's drain left (inside that drain's batch).
+    #[cfg(PyPy)]
+    pub(crate) fn drain_slow(&self, py: Python<'_>) {
+        let Some(fast) = self.fast else {
+            return;
+        };
+        let relay = &self.ctx.relay;
+        let mut events = fast.take_slow();
+        while let Some(event) = events.pop_front() {
+            relay.set_more_queued(!events.is_empty() || !self.wakeup.is_empty());
+            self.handle(py, event);
+        }
     }
 
     /// Where static responses are told from now on (see `served`; set once).
@@ -121,7 +179,7 @@ impl Dispatcher {
     fn served(&self, py: Python<'_>, served: &Served) -> PyResult<()> {
         let log = self.ctx.access_log.as_ref();
         if let Some(log) = log {
-            access::record_served(py, log, served);
+            access::record_served(log, served);
         }
         let Some(callback) = self.served.get() else {
             return Ok(());
@@ -148,6 +206,10 @@ impl Dispatcher {
     /// Drop what is still queued (the core is closing), with the GIL.
     pub(crate) fn discard_queued(&self) {
         while self.wakeup.pop().is_some() {}
+        #[cfg(PyPy)]
+        if let Some(fast) = self.fast {
+            fast.close();
+        }
     }
 
     fn dispatch(&self, py: Python<'_>, req: PendingRequest) -> PyResult<()> {

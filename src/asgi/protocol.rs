@@ -163,6 +163,9 @@ fn refuse_overlapping_send(st: &HttpState) -> PyResult<()> {
     Ok(())
 }
 
+/// hyper is gone (the client left): a response or chunk could not be handed over.
+pub(crate) struct Gone;
+
 /// What `receive()` has for the app right now.
 pub(crate) enum Incoming {
     Request(Bytes, bool),
@@ -256,7 +259,7 @@ impl HttpProtocol {
     }
 
     /// The app call ended: the core's access line, when the core writes them.
-    fn log_access(&self, py: Python<'_>, outcome: Outcome) {
+    fn log_access(&self, outcome: Outcome) {
         let request = access::Request {
             peer: self.line.peer,
             method: self.line.method.as_str(),
@@ -265,7 +268,7 @@ impl HttpProtocol {
             fields: self.line.fields.as_deref(),
         };
         self.access
-            .record(py, self.ctx.access_log.as_ref(), request, outcome);
+            .record(self.ctx.access_log.as_ref(), request, outcome);
     }
 
     /// The call's outcome for the access line, read while the state is locked.
@@ -305,10 +308,7 @@ impl HttpProtocol {
         future: Option<Py<PyAny>>,
     ) -> PyResult<Option<Py<PyAny>>> {
         let py = slf.py();
-        // Armed before registering: a room() right after must find it armed.
-        self.ex.arm_send();
-        let waiter: Arc<dyn RoomWaiter> = self.ex.clone();
-        if !st.wait_for_room(&Arc::downgrade(&waiter)) {
+        if !self.arm_wait(st) {
             return Ok(None);
         }
         let future = match future {
@@ -325,8 +325,17 @@ impl HttpProtocol {
 
     /// Whether a body message must wait for room before it is taken apart.
     #[inline]
-    fn must_wait(&self, st: &HttpState) -> bool {
+    pub(crate) fn must_wait(&self, st: &HttpState) -> bool {
         st.body_budget_full() && !self.ex.is_closed()
+    }
+
+    /// A send must wait for room: ask to be told (`Event::SendDone`) when room appears.
+    /// False when room appeared meanwhile: send now.
+    pub(crate) fn arm_wait(&self, st: &HttpState) -> bool {
+        // Armed before registering: a room() right after must find it armed.
+        self.ex.arm_send();
+        let waiter: Arc<dyn RoomWaiter> = self.ex.clone();
+        st.wait_for_room(&Arc::downgrade(&waiter))
     }
 
     /// `send()`, or the retry of a deferred one (`future`: what the app awaits).
@@ -336,7 +345,36 @@ impl HttpProtocol {
         future: Option<Py<PyAny>>,
     ) -> PyResult<Py<PyAny>> {
         let this = slf.get();
-        let py = slf.py();
+        this.deliver_with(slf.py(), message, |st, deferred| {
+            this.defer(slf, st, deferred, future)
+        })
+    }
+
+    /// `send(message)` of a request the PyPy fast path runs (asgi/pypy/fast.rs), for the
+    /// messages it does not take apart itself: the awaitable, or None when a budget is full
+    /// and the message must wait (nothing was taken; an `Event::SendDone` follows, after
+    /// which the fast path sends it again).
+    #[cfg(PyPy)]
+    pub(crate) fn deliver_unparked(
+        &self,
+        py: Python<'_>,
+        message: &Bound<'_, PyAny>,
+    ) -> PyResult<Py<PyAny>> {
+        self.deliver_with(py, message, |st, _| {
+            Ok(self.arm_wait(st).then(|| py.None()))
+        })
+    }
+
+    /// The message's parse and delivery; `wait` is called when a body budget is full,
+    /// returning what `send()` returns while the message waits, or None when room appeared
+    /// meanwhile (then it is sent now).
+    fn deliver_with(
+        &self,
+        py: Python<'_>,
+        message: &Bound<'_, PyAny>,
+        wait: impl FnOnce(&mut HttpState, DeferredMessage) -> PyResult<Option<Py<PyAny>>>,
+    ) -> PyResult<Py<PyAny>> {
+        let this = self;
         let message = as_dict(message)?;
         let kind = message_type(message)?;
         let kind = kind.to_str()?;
@@ -352,7 +390,7 @@ impl HttpProtocol {
             "http.response.body" => {
                 if this.must_wait(&st) {
                     let deferred = DeferredMessage::Message(message.clone().unbind());
-                    if let Some(waits) = this.defer(slf, &mut st, deferred, future)? {
+                    if let Some(waits) = wait(&mut st, deferred)? {
                         return Ok(waits);
                     }
                 }
@@ -366,7 +404,7 @@ impl HttpProtocol {
             "http.response.zerocopysend" => {
                 if this.must_wait(&st) {
                     let deferred = DeferredMessage::Message(message.clone().unbind());
-                    if let Some(waits) = this.defer(slf, &mut st, deferred, future)? {
+                    if let Some(waits) = wait(&mut st, deferred)? {
                         return Ok(waits);
                     }
                 }
@@ -457,6 +495,19 @@ impl HttpProtocol {
     /// instructions (callgrind) in moving the `Action` and matching it apart from its making.
     #[inline(always)]
     fn perform(&self, py: Python<'_>, st: &mut HttpState, action: Action) -> PyResult<Py<PyAny>> {
+        if self
+            .carry_out(st, action)
+            .map_err(|Gone| client_disconnected())?
+        {
+            self.response_done(py, st)?;
+        }
+        Ok(self.ctx.done.clone_ref(py))
+    }
+
+    /// The part of `perform` that needs no Python: hands the response or chunk to hyper.
+    /// Ok(true) when the response is now complete; Err when hyper is gone (the client left).
+    #[inline(always)]
+    pub(crate) fn carry_out(&self, st: &mut HttpState, action: Action) -> Result<bool, Gone> {
         match action {
             Action::Respond {
                 tx,
@@ -473,30 +524,21 @@ impl HttpProtocol {
                 let response = build_response(&self.ctx.config, status, headers, body);
                 if tx.send(response).is_err() {
                     st.client_gone();
-                    return Err(client_disconnected());
+                    return Err(Gone);
                 }
-                if st.response_complete() {
-                    self.response_done(py, st)?;
-                }
-                Ok(self.ctx.done.clone_ref(py))
+                Ok(st.response_complete())
             }
             Action::Push { tx, chunk, queued } => {
                 // Never waits here: a full budget made send() wait before the message was
                 // taken apart (`defer`).
                 if tx.send(chunk).is_err() {
                     st.client_gone();
-                    return Err(client_disconnected());
+                    return Err(Gone);
                 }
-                if st.queued(queued, tx) {
-                    self.response_done(py, st)?;
-                }
-                Ok(self.ctx.done.clone_ref(py))
+                Ok(st.queued(queued, tx))
             }
-            Action::Nothing => Ok(self.ctx.done.clone_ref(py)),
-            Action::Done => {
-                self.response_done(py, st)?;
-                Ok(self.ctx.done.clone_ref(py))
-            }
+            Action::Nothing => Ok(false),
+            Action::Done => Ok(true),
         }
     }
 
@@ -627,6 +669,103 @@ impl HttpProtocol {
     }
 }
 
+/// What a send of the PyPy fast path did (asgi/pypy/fast.rs), as the code its C functions
+/// return.
+#[cfg_attr(not(PyPy), allow(dead_code))]
+pub(crate) enum Sent {
+    /// Handed over; the response goes on.
+    Done = 0,
+    /// Handed over, and the response is complete: parked receivers get `http.disconnect`.
+    Complete = 1,
+    /// A body budget is full: nothing was taken; an `Event::SendDone` follows.
+    Wait = 2,
+    /// The client is gone (`ClientDisconnected`).
+    Disconnected = 3,
+    /// Refused: the message itself, sent the slow way, raises the error that names it.
+    Fault = 4,
+}
+
+/// The operations the PyPy fast path performs without Python objects: the same state
+/// transitions as `send()`, `receive()`, `complete()` and `fail()`, reported as plain values.
+#[cfg_attr(not(PyPy), allow(dead_code))]
+impl HttpProtocol {
+    /// `http.response.start` with headers already checked (`unpack_headers`). Promised
+    /// trailers take the slow way (`Fault`), which knows how to chunk for them.
+    pub(crate) fn send_start_plain(&self, status: StatusCode, headers: HeaderMap) -> Sent {
+        let mut st = self.ex.state();
+        if st.deferred.is_some() || st.check_start().is_err() {
+            return Sent::Fault;
+        }
+        match st.response_start(status, headers, false, self.ex.is_closed()) {
+            Ok(()) => Sent::Done,
+            Err(_) => Sent::Fault,
+        }
+    }
+
+    /// `http.response.body` with bytes.
+    pub(crate) fn send_body_plain(&self, body: &[u8], more_body: bool) -> Sent {
+        let mut st = self.ex.state();
+        if st.deferred.is_some() {
+            return Sent::Fault;
+        }
+        if self.must_wait(&st) && self.arm_wait(&st) {
+            return Sent::Wait;
+        }
+        let action = match st.response_body(
+            Bytes::copy_from_slice(body),
+            more_body,
+            self.carries_trailers(),
+        ) {
+            Ok(action) => action,
+            Err(Fault::Disconnected) => return Sent::Disconnected,
+            Err(_) => return Sent::Fault,
+        };
+        match self.carry_out(&mut st, action) {
+            Ok(true) => {
+                self.ctx.relay.leave_batch(&self.batch);
+                Sent::Complete
+            }
+            Ok(false) => Sent::Done,
+            Err(Gone) => Sent::Disconnected,
+        }
+    }
+
+    /// `receive()`: what is ready now; on `Wait` the exchange is armed, so an
+    /// `Event::Receive` follows the next change.
+    pub(crate) fn receive_plain(&self) -> Incoming {
+        let mut st = self.ex.state();
+        self.receive_called(&mut st);
+        match st.next_incoming(&self.ex) {
+            Incoming::Wait => {}
+            ready => return ready,
+        }
+        // Armed before looking again, so a change landing in between is not missed.
+        self.ex.arm_receive();
+        let again = st.next_incoming(&self.ex);
+        if !matches!(again, Incoming::Wait) {
+            self.ex.disarm_receive();
+        }
+        again
+    }
+
+    /// The app returned: as `complete()`.
+    pub(crate) fn complete_plain(&self) -> Option<&'static str> {
+        self.complete()
+    }
+
+    /// The app raised or was cancelled: as `fail()`, without the exception (the caller
+    /// decides whether it is logged).
+    pub(crate) fn fail_plain(&self) {
+        let mut st = self.ex.state();
+        let end = st.app_failed(self.ex.is_closed());
+        self.finish(end);
+        self.release(&mut st);
+        let outcome = self.outcome(&st);
+        drop(st);
+        self.log_access(outcome);
+    }
+}
+
 #[pymethods]
 impl HttpProtocol {
     fn receive(&self, py: Python<'_>) -> PyResult<Py<PyAny>> {
@@ -640,26 +779,20 @@ impl HttpProtocol {
     }
 
     /// The app returned. A str names a protocol fault for the error log.
-    pub(crate) fn complete(&self, py: Python<'_>) -> Option<&'static str> {
+    pub(crate) fn complete(&self) -> Option<&'static str> {
         let mut st = self.ex.state();
         let (end, fault) = st.app_returned(self.ex.is_closed());
         self.finish(end);
         self.release(&mut st);
         let outcome = self.outcome(&st);
         drop(st);
-        self.log_access(py, outcome);
+        self.log_access(outcome);
         fault
     }
 
     /// The app raised. Returns whether the exception deserves an error log.
     pub(crate) fn fail(&self, py: Python<'_>, exc: &Bound<'_, PyAny>) -> bool {
-        let mut st = self.ex.state();
-        let end = st.app_failed(self.ex.is_closed());
-        self.finish(end);
-        self.release(&mut st);
-        let outcome = self.outcome(&st);
-        drop(st);
-        self.log_access(py, outcome);
+        self.fail_plain();
         waiters::worth_logging(py, exc)
     }
 

@@ -59,8 +59,8 @@ impl Proto {
     /// `complete()`: a protocol fault to log, if any.
     fn complete(&self, py: Python<'_>) -> PyResult<Option<Cow<'static, str>>> {
         match self {
-            Proto::Http(p) => Ok(p.get().complete(py).map(Cow::Borrowed)),
-            Proto::WebSocket(p) => Ok(p.get().complete(py).map(Cow::Borrowed)),
+            Proto::Http(p) => Ok(p.get().complete().map(Cow::Borrowed)),
+            Proto::WebSocket(p) => Ok(p.get().complete().map(Cow::Borrowed)),
             Proto::Other(p) => Ok(p
                 .bind(py)
                 .call_method0(intern!(py, "complete"))?

@@ -237,7 +237,7 @@ impl WebSocketProtocol {
     }
 
     /// The session ended: the core's access line, when the core writes them.
-    fn log_access(&self, py: Python<'_>, status: u16) {
+    fn log_access(&self, status: u16) {
         let status = self.shown_status(status);
         let request = access::Request {
             peer: self.peer,
@@ -249,7 +249,7 @@ impl WebSocketProtocol {
         // A session's line shows no bytes or duration, as access_info() does.
         let outcome = Outcome::new(None, status, || (0, 0.0));
         self.access
-            .record(py, self.ctx.access_log.as_ref(), request, outcome);
+            .record(self.ctx.access_log.as_ref(), request, outcome);
     }
 
     pub(crate) fn on_receive_event(py: Python<'_>, ex: &Arc<Exchange<WsState>>) -> PyResult<()> {
@@ -481,14 +481,14 @@ impl WebSocketProtocol {
     }
 
     /// The app returned: refuse an unanswered handshake (500), close an open socket (1000).
-    pub(crate) fn complete(&self, py: Python<'_>) -> Option<&'static str> {
+    pub(crate) fn complete(&self) -> Option<&'static str> {
         let mut st = self.ex.state();
         let (end, fault) = st.app_returned(self.ex.is_closed());
         self.finish(end);
         self.release(&mut st);
         let status = st.status;
         drop(st);
-        self.log_access(py, status);
+        self.log_access(status);
         fault
     }
 
@@ -499,7 +499,7 @@ impl WebSocketProtocol {
         self.release(&mut st);
         let status = st.status;
         drop(st);
-        self.log_access(py, status);
+        self.log_access(status);
         waiters::worth_logging(py, exc)
     }
 

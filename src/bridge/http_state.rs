@@ -103,6 +103,10 @@ pub(crate) struct HttpState {
     pub(crate) deferred: Option<DeferredSend>,
     /// `--timeout-request` cancelled the app: an unanswered request gets 503, not 500.
     pub(crate) timed_out: bool,
+    /// The handle the PyPy fast path knows this exchange by (asgi/pypy/fast.rs), so that
+    /// its events reach it; 0 for an exchange it does not run.
+    #[cfg_attr(not(PyPy), allow(dead_code))]
+    pub(crate) fast_handle: u64,
 }
 
 impl HttpState {
@@ -128,6 +132,7 @@ impl HttpState {
             buffers,
             deferred: None,
             timed_out: false,
+            fast_handle: 0,
         }
     }
 

@@ -80,6 +80,58 @@ impl Core {
     fn take_runtime(&self) -> Option<IoRuntime> {
         lock(&self.runtime).take()
     }
+
+    /// The eventfd callback: `drain`, or on PyPy with the default runner the fast path's
+    /// Python drain (python/ferrocorn/_pypy/fast.py).
+    fn reader<'py>(slf: &Bound<'py, Self>) -> PyResult<Bound<'py, PyAny>> {
+        #[cfg(PyPy)]
+        {
+            let dispatcher = &slf.get().dispatcher;
+            if let (Some(fast), Some((start, app, runner))) =
+                (dispatcher.fast(), dispatcher.fast_start())
+            {
+                let py = slf.py();
+                return py.import("ferrocorn._pypy.fast")?.call_method1(
+                    "reader",
+                    (
+                        slf,
+                        fast.address(),
+                        start.bind(py),
+                        app.bind(py),
+                        runner.bind(py),
+                    ),
+                );
+            }
+        }
+        slf.getattr("drain")
+    }
+}
+
+/// PyPy's fast path, called by python/ferrocorn/_pypy/fast.py.
+#[cfg(PyPy)]
+#[pymethods]
+impl Core {
+    /// Dispatch the events the fast path's drain left to the PyO3 dispatcher.
+    fn drain_slow(&self, py: Python<'_>) {
+        self.dispatcher.drain_slow(py);
+    }
+
+    /// `send(message)` of a fast-path request, for the messages the fast path does not take
+    /// apart itself: the awaitable, None when the message must wait for room (a `SEND_DONE`
+    /// record follows), ClientDisconnected when the request is gone.
+    fn fast_send(
+        &self,
+        py: Python<'_>,
+        handle: u64,
+        message: &Bound<'_, PyAny>,
+    ) -> PyResult<Py<PyAny>> {
+        let fast = self
+            .dispatcher
+            .fast()
+            .ok_or_else(|| PyRuntimeError::new_err("this core has no fast path"))?;
+        fast.with_request(handle, |proto| proto.deliver_unparked(py, message))
+            .unwrap_or_else(|| Err(crate::asgi::waiters::client_disconnected()))
+    }
 }
 
 #[pymethods]
@@ -225,10 +277,9 @@ impl Core {
                 }
             });
         }
-        this.event_loop.bind(slf.py()).call_method1(
-            "add_reader",
-            (this.shared.wakeup.fd(), slf.getattr("drain")?),
-        )?;
+        this.event_loop
+            .bind(slf.py())
+            .call_method1("add_reader", (this.shared.wakeup.fd(), Self::reader(slf)?))?;
         // Wake-ups of connection tasks from this thread are batched from here on.
         crate::bridge::mark_loop_thread();
         let relay = this.shared.relay.clone();

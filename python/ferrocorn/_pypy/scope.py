@@ -22,12 +22,14 @@ _METHOD, _VERSION, _RAW_PATH, _PATH, _QUERY = 0, 1, 2, 3, 4
 _CLIENT_HOST, _CLIENT_PORT, _SERVER_HOST, _SERVER_PORT, _HEADERS = 5, 6, 7, 8, 9
 
 
-def scope_unpacker(root_path: str, state: dict | None) -> Callable[[bytearray], dict[str, Any]]:
+def scope_unpacker(
+    root_path: str, state: dict | None
+) -> Callable[[bytes | bytearray], dict[str, Any]]:
     """The function that turns one packed request into its scope, for this server's
     ``root_path`` and lifespan ``state``."""
     root_raw = root_path.encode()
 
-    def unpack(packed: bytearray) -> dict[str, Any]:
+    def unpack(packed: bytes | bytearray) -> dict[str, Any]:
         f = bytes(packed).split(b"\0")
         raw_path = f[_RAW_PATH]
         # The decoded path is sent only when it differs; either way it is valid UTF-8.

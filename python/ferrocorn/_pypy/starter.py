@@ -128,7 +128,7 @@ def pypy_starter(
     loop: Any, root_path: str = "", state: dict | None = None, name: str = "ferrocorn.app"
 ) -> Callable[[Any, Any, Any, Any], None]:
     """``start(wrapper, app, scope, proto)``: one request's task named ``name``, its first
-    step run now. ``scope`` is the dict, or an ``http`` scope packed into a bytearray
+    step run now. ``scope`` is the dict, or an ``http`` scope packed into a bytearray or bytes
     (``scope.py``)."""
     unpack = scope_unpacker(root_path, state)
     tasks = _Tasks(loop, name)
@@ -147,8 +147,8 @@ def pypy_starter(
             leave_task(loop, task)
 
     def start(wrapper: Any, app: Any, scope: Any, proto: Any) -> None:
-        if type(scope) is bytearray:
-            scope = unpack(scope)
+        if type(scope) is not dict:
+            scope = unpack(scope)  # packed: a bytearray (cpyext), or bytes (the fast path)
         task = new_task(PyPyRequestTask)
         first = _FirstStep(wrapper(app, scope, proto), copy_context(), tasks)
         task._ferrocorn_first_step = first

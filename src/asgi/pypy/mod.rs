@@ -9,7 +9,14 @@
 //!   up the asyncio task only when needed (`start`);
 //! - `receive()` and `send()` are Python functions handing the core plain bytes, ints and
 //!   bools (`http`, python/ferrocorn/_pypy/http.py).
+//!
+//! With the default runner (`fast`, python/ferrocorn/_pypy/fast.py) the drain itself is
+//! Python: requests, bodies and responses cross as buffers and integers through `extern "C"`
+//! functions that cffi calls, with no cpyext object per request; the three points above then
+//! serve only what the fast path leaves to the PyO3 dispatcher.
 
+#[cfg(PyPy)]
+pub(crate) mod fast;
 #[cfg(PyPy)]
 mod http;
 pub(crate) mod packing;

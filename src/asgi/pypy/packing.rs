@@ -19,6 +19,22 @@ use crate::http::headers::{response_header_name, response_header_value};
 /// have more extensions) and for a field holding a NUL, which would shift the others: the dict
 /// builder (`asgi::scope`) makes those.
 pub(crate) fn pack_scope(req: &PendingRequest) -> Option<Vec<u8>> {
+    let mut out = Vec::with_capacity(128 + req.head.headers.len() * 48);
+    pack_scope_into(req, &mut out).then_some(out)
+}
+
+/// `pack_scope` appended to `out`; false, with `out` as it was, when the scope cannot be
+/// packed. (The PyPy fast path packs a whole drain's requests into one buffer.)
+pub(crate) fn pack_scope_into(req: &PendingRequest, out: &mut Vec<u8>) -> bool {
+    let start = out.len();
+    let packed = pack_fields(req, out).is_some();
+    if !packed {
+        out.truncate(start);
+    }
+    packed
+}
+
+fn pack_fields(req: &PendingRequest, out: &mut Vec<u8>) -> Option<()> {
     let head = &req.head;
     let conn = &req.conn;
     if conn.tls.is_some() || head.version == Version::HTTP_2 || req.trailers {
@@ -28,35 +44,34 @@ pub(crate) fn pack_scope(req: &PendingRequest) -> Option<Vec<u8>> {
     let decoded = percent_decode(raw_path).decode_utf8_lossy();
     let decoded = decoded.as_bytes();
     let query = head.uri.query().unwrap_or("").as_bytes();
-    let mut out = Vec::with_capacity(128 + head.headers.len() * 48);
-    field(&mut out, head.method.as_str().as_bytes())?;
-    field(&mut out, http_version(head.version).as_bytes())?;
-    field(&mut out, raw_path)?;
-    field(&mut out, if decoded == raw_path { b"" } else { decoded })?;
-    field(&mut out, query)?;
+    field(out, head.method.as_str().as_bytes())?;
+    field(out, http_version(head.version).as_bytes())?;
+    field(out, raw_path)?;
+    field(out, if decoded == raw_path { b"" } else { decoded })?;
+    field(out, query)?;
     match conn.peer {
         Some(peer) => {
-            field(&mut out, conn.peer_host.as_bytes())?;
-            field(&mut out, peer.port().to_string().as_bytes())?;
+            field(out, conn.peer_host.as_bytes())?;
+            field(out, peer.port().to_string().as_bytes())?;
         }
         None => out.extend_from_slice(b"\0\0"),
     }
     match &conn.local {
         LocalAddr::Tcp(local) => {
-            field(&mut out, conn.local_host.as_bytes())?;
-            field(&mut out, local.port().to_string().as_bytes())?;
+            field(out, conn.local_host.as_bytes())?;
+            field(out, local.port().to_string().as_bytes())?;
         }
         LocalAddr::Unix(path) => {
-            field(&mut out, path.as_bytes())?;
+            field(out, path.as_bytes())?;
             out.push(0);
         }
     }
     for (name, value) in head.headers.iter() {
-        field(&mut out, name.as_str().as_bytes())?;
-        field(&mut out, value.as_bytes())?;
+        field(out, name.as_str().as_bytes())?;
+        field(out, value.as_bytes())?;
     }
     out.pop(); // the last field's separator
-    Some(out)
+    Some(())
 }
 
 fn http_version(version: Version) -> &'static str {

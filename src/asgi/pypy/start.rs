@@ -15,6 +15,11 @@ pub(crate) struct Starter {
 }
 
 impl Starter {
+    /// The Python `start(runner, app, scope, proto)`.
+    pub(crate) fn start_fn(&self) -> &Py<PyAny> {
+        &self.start
+    }
+
     /// None when the loop has a task factory, which the starter would bypass: those requests
     /// go through `TaskSpawner` (and the scope dict builder). `name`: the name of the tasks
     /// it sets up (spawn.rs `task_name`).
