@@ -66,7 +66,9 @@ def chart(run: dict, key: str, title: str, unit: str, fmt: str) -> str:
         scale = max((v for v in values if v is not None), default=0.0)
         y = top + index * group_h
         mid = y + BAR_H * len(SERVERS) / 2 + 4
-        out.append(f'<text x="{LABEL_W - 8}" y="{mid:.1f}" text-anchor="end">{escape(label)}</text>')
+        out.append(
+            f'<text x="{LABEL_W - 8}" y="{mid:.1f}" text-anchor="end">{escape(label)}</text>'
+        )
         for row, ((_server, colour), value) in enumerate(zip(SERVERS, values)):
             bar_y = y + row * BAR_H
             if value is None:
@@ -79,9 +81,13 @@ def chart(run: dict, key: str, title: str, unit: str, fmt: str) -> str:
                 f'<rect x="{LABEL_W}" y="{bar_y}" width="{length:.1f}" height="{BAR_H - 2}" '
                 f'fill="{colour}"/>'
             )
-            out.append(f'<text x="{LABEL_W + length + 4:.1f}" y="{bar_y + BAR_H - 3}">{text}</text>')
+            out.append(
+                f'<text x="{LABEL_W + length + 4:.1f}" y="{bar_y + BAR_H - 3}">{text}</text>'
+            )
     meta = run["meta"]
-    note = f"{unit}; {meta['python']['version']}, one worker pinned to one core, {meta['date'][:10]}"
+    note = (
+        f"{unit}; {meta['python']['version']}, one worker pinned to one core, {meta['date'][:10]}"
+    )
     out.append(f'<text x="10" y="{height - 8}" fill="#555">{escape(note)}</text>')
     out.append("</svg>")
     return "\n".join(out) + "\n"

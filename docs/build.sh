@@ -14,7 +14,6 @@ stamp="$venv/.requirements"
 if ! cmp -s docs/requirements.txt "$stamp" 2>/dev/null; then
     rm -rf "$venv"
     python3 -m venv "$venv"
-    "$venv/bin/python" -m pip install --quiet --upgrade pip
     "$venv/bin/python" -m pip install --quiet -r docs/requirements.txt
     cp docs/requirements.txt "$stamp"
 fi
