@@ -46,6 +46,8 @@ if [[ " $INTERPRETERS " == *" pypy3 "* ]]; then
         cargo clippy --quiet --all-targets -- -D warnings
 fi
 
+bash docs/build.sh  # the docs site: mkdocs build --strict into target/site
+
 echo "== cargo test (unit tests, and the layer rules of ARCHITECTURE.md: src/layers.rs)"
 PYO3_PYTHON=$(command -v python3) cargo test --quiet
 
