@@ -76,8 +76,14 @@ class Kind:
         return "text"
 
 
+@dataclass(frozen=True)
 class Text(Kind):
-    """Taken as given."""
+    """Taken as given (a check of the option's own may say more)."""
+
+    description: str = "text"
+
+    def describe(self) -> str:
+        return self.description
 
 
 @dataclass(frozen=True)

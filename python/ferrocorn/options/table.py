@@ -35,7 +35,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("port", "Binding", Int(0, 65535), 8000, "Bind the socket to this port."),
     Option("uds", "Binding", Path("text"), None, "Bind to a Unix domain socket at this path.",
         optional=True, annotation="str | os.PathLike[str] | None"),
-    Option("uds_permissions", "Binding", Text(), None,
+    Option("uds_permissions", "Binding", Text("octal file mode, or none"), None,
         "File mode of the --uds socket, in octal (e.g. 660).",
         check=checks.uds_permissions, metavar="OCTAL", annotation="int | str | None"),
     Option("fd", "Binding", Int(0), None, "Serve an inherited socket file descriptor.",
@@ -186,7 +186,7 @@ OPTIONS: tuple[Option, ...] = (
         check=checks.as_given, metavar="DIR"),
     Option("static_path_expires", "Static files", Int(0, cli="int>=0"), 86400,
         "Cache-Control max-age (seconds) of static files (0: no Cache-Control)."),
-    Option("static_path_index", "Static files", Text(), None,
+    Option("static_path_index", "Static files", Text("file name, or none"), None,
         "File served for a request naming a directory of a mount, e.g. index.html.",
         check=checks.file_name, flags=("--static-path-index", "--static-path-dir-to-file"),
         metavar="NAME", default_text="none, a directory is 404", annotation="str | None"),
@@ -211,7 +211,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("log_format", "Logging", Choice(LOG_FORMATS), "text",
         "Log records as text lines, or as one JSON object per line (error and access logs)."),
     Option("access_log", "Logging", Switch(), True, "Log one line per request."),
-    Option("access_log_format", "Logging", Text(), None,
+    Option("access_log_format", "Logging", Text("format"), None,
         "Access-log line from %(atom)s fields: client, client_host, method, path, query, "
         "full_path, request_line, http_version, scheme, host, status, bytes, duration, "
         "duration_ms, user_agent, referer, request_id (see the Logging page).",
@@ -220,7 +220,7 @@ OPTIONS: tuple[Option, ...] = (
     Option("proxy_headers", "Proxy", Switch(), True,
         "Take client address, scheme and host from Forwarded / X-Forwarded-* headers of "
         "trusted peers (--forwarded-allow-ips)."),
-    Option("forwarded_allow_ips", "Proxy", Text(), None,
+    Option("forwarded_allow_ips", "Proxy", Text("comma-separated list"), None,
         "Comma-separated IPs, CIDR networks or '*' trusted to send proxy headers and "
         "PROXY protocol headers.",
         check=checks.forwarded_allow_ips, metavar="IPS",
