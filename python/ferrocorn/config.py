@@ -120,7 +120,7 @@ class Config:
             for directory in self.reload_dirs:
                 if not os.path.isdir(directory):
                     raise ConfigError(f'Invalid reload_dirs: "{directory}" is not a directory.')
-        self.reload_dirs = self.reload_dirs or [os.getcwd()]
+        self.reload_dirs: list[str] = self.reload_dirs or [os.getcwd()]
         if (self.workers > 1 or self.reload) and not isinstance(self.app, str):
             raise ConfigError(
                 "You must pass the application as an import string to enable 'reload' or 'workers'."
@@ -322,7 +322,7 @@ class Config:
                     "Using the socket passed by systemd (socket activation, fd %d).", activated
                 )
                 sock = socket_from_fd(activated, self.backlog)
-                self.fd = activated  # from now on this configuration serves that socket
+                self.fd: int | None = activated  # from now on this configuration serves that socket
                 return sock
         if self.fd is not None:
             return socket_from_fd(self.fd, self.backlog)
