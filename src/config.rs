@@ -206,8 +206,8 @@ impl ServerConfig {
     }
 }
 
-/// For unit tests: the defaults users get are `Config`'s (python/ferrocorn/config.py), read
-/// through `core::options`.
+/// For unit tests: the defaults users get are `Config`'s (python/ferrocorn/options/table.py),
+/// read through `core::options`.
 #[cfg(test)]
 impl Default for ServerConfig {
     fn default() -> Self {

@@ -17,15 +17,15 @@ import logging
 import sys
 from typing import Any
 
-from .config import DefaultFormatter, _StdStreamHandler
 from .jsonlog import JsonFormatter
+from .logging_setup import DefaultFormatter, StdStreamHandler
 
 access_logger = logging.getLogger("ferrocorn.access")
 
 _DEFAULT_FMT = "%(levelprefix)s %(message)s"
 
 
-def _default_handler(logger: logging.Logger) -> _StdStreamHandler | None:
+def _default_handler(logger: logging.Logger) -> StdStreamHandler | None:
     """The one handler ``configure_logging`` installs, if that is all the logger has."""
     if type(logger) is not logging.Logger or logger.__dict__.keys() & _LOGGER_METHODS:
         return None
@@ -34,7 +34,7 @@ def _default_handler(logger: logging.Logger) -> _StdStreamHandler | None:
     if not logger.isEnabledFor(logging.INFO) or len(logger.handlers) != 1:
         return None
     handler = logger.handlers[0]
-    if type(handler) is not _StdStreamHandler or handler._stream_name != "stdout":
+    if type(handler) is not StdStreamHandler or handler._stream_name != "stdout":
         return None
     if handler.filters or handler.level > logging.INFO or handler.terminator != "\n":
         return None

@@ -1,7 +1,7 @@
 //! The server's options, read straight from the Python `Config` object (python/ferrocorn/
-//! config.py), which validates them and holds their defaults. Each field is the `Config`
-//! attribute of the same name: adding an option touches `Config`, the CLI, the README and
-//! the field here that reads it, nothing else.
+//! config.py), which checks them; their defaults, flags and checks are declared once in
+//! python/ferrocorn/options/table.py. Each field is the `Config` attribute of the same name:
+//! adding an option touches that table, the field here that reads it, and what uses it.
 
 use std::sync::Arc;
 use std::time::Duration;
