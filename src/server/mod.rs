@@ -7,6 +7,7 @@ pub(crate) mod conn_state;
 pub(crate) mod connection;
 pub(crate) mod cork;
 pub(crate) mod detect;
+pub(crate) mod early_hints;
 pub(crate) mod h2_guard;
 pub(crate) mod h3;
 pub(crate) mod handshake;
