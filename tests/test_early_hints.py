@@ -28,7 +28,7 @@ def expected_links(tag, i):
 
 @pytest.fixture(scope="module")
 def server():
-    server = start_server(APP, "--access-log")
+    server = start_server(APP, "--access-log", "--limit-request-body", "64")
     yield server
     server.close()
 
@@ -70,6 +70,22 @@ def test_the_103_arrives_while_the_app_still_waits(server):
         final = conn.read_response()
     assert final.status == 200
     assert final.body == b"read body"
+
+
+def test_the_server_own_answer_after_a_hint_follows_it(server):
+    """A request body over --limit-request-body after the app hinted: the 413 the server
+    answers itself comes after the 103, as a final response."""
+    with RawConnection(server.port) as conn:
+        conn.send(
+            request_bytes("POST", "/hint-then-read", headers=[("Transfer-Encoding", "chunked")])
+        )
+        informational = []
+        head = conn.read_head()
+        assert head[1] == 103
+        conn.send(b"80\r\n" + b"x" * 128 + b"\r\n0\r\n\r\n")
+        final = conn.read_response(informational=informational)
+    assert informational == []
+    assert final.status == 413
 
 
 def test_pipelined_responses_keep_their_order(server):

@@ -471,23 +471,19 @@ async fn respond_http(
     })));
 
     let mut response_rx = response_rx;
-    loop {
+    let responded = loop {
         tokio::select! {
             // Biased: a failed body is reported before the app can hear of it, so when both
             // are ready the 400/413/408 wins over whatever the app answered to the
             // disconnect.
             biased;
             err = body_failure(&mut body_failed) => {
-                return (ResponseBody::error(config, err.status()), None);
+                break (ResponseBody::error(config, err.status()), None);
             }
             reply = &mut response_rx => match reply {
                 Ok(Reply::Response(response)) => {
-                    if let HintsOut::Http1(conn) = &hints {
-                        // The final head goes after the hints (server::early_hints).
-                        std::future::poll_fn(|cx| conn.early_hints.poll_written(cx)).await;
-                    }
                     guard.disarm();
-                    return (response, body_failed);
+                    break (response, body_failed);
                 }
                 Ok(Reply::Hint(hint, next)) => {
                     hints.deliver(hint);
@@ -495,11 +491,16 @@ async fn respond_http(
                 }
                 // The loop side dropped the request without answering (server closing).
                 Err(_) => {
-                    return (ResponseBody::error(config, StatusCode::SERVICE_UNAVAILABLE), None);
+                    break (ResponseBody::error(config, StatusCode::SERVICE_UNAVAILABLE), None);
                 }
             },
         }
+    };
+    if let HintsOut::Http1(conn) = &hints {
+        // Whichever answer it is, its head goes after the hints (server::early_hints).
+        std::future::poll_fn(|cx| conn.early_hints.poll_written(cx)).await;
     }
+    responded
 }
 
 /// Resolves when a streamed request body fails; never when there is none, or once it ended
