@@ -219,6 +219,7 @@ impl Dispatcher {
             version: req.head.version,
             peer: req.conn.peer,
             trailers: req.trailers,
+            early_hints: req.early_hints,
             fields: access::request_fields(self.ctx.access_log.as_ref(), &req.head.headers),
         };
         let proto = Bound::new(

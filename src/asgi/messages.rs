@@ -420,3 +420,53 @@ pub(crate) fn parse_response_trailers(message: &Bound<'_, PyDict>) -> PyResult<(
     };
     Ok((headers, more_trailers))
 }
+
+/// At most this many `Link` values in one `http.response.early_hint` (a 103 is a head: the
+/// client's own header limits apply to it; hyper's default for a request is 100 fields).
+pub(crate) const MAX_EARLY_HINT_LINKS: usize = 100;
+
+/// `http.response.early_hint`'s `links`: a list (or tuple) of bytes, each one `Link` field
+/// value (RFC 8288). What hypercorn and h2corn accept, and what Starlette's helper sends.
+pub(crate) fn parse_early_hint(message: &Bound<'_, PyDict>) -> PyResult<Vec<HeaderValue>> {
+    let py = message.py();
+    let Some(links) = message.get_item(intern!(py, "links"))? else {
+        return Err(PyValueError::new_err(
+            "'http.response.early_hint' message is missing the required 'links' key",
+        ));
+    };
+    if !(links.is_instance_of::<PyList>() || links.is_instance_of::<PyTuple>()) {
+        return Err(PyTypeError::new_err(format!(
+            "'links' must be a list of bytes, got {}",
+            type_name(&links)
+        )));
+    }
+    let count = links.len()?;
+    if count > MAX_EARLY_HINT_LINKS {
+        return Err(PyValueError::new_err(format!(
+            "'links' has {count} entries; at most {MAX_EARLY_HINT_LINKS} fit one early hint"
+        )));
+    }
+    let mut values = Vec::with_capacity(count);
+    for (i, link) in links.try_iter()?.enumerate() {
+        let link = link?;
+        let Ok(bytes) = link.downcast::<PyBytes>() else {
+            return Err(PyTypeError::new_err(format!(
+                "'links'[{i}] must be bytes, got {}",
+                type_name(&link)
+            )));
+        };
+        let bytes = bytes.as_bytes();
+        if bytes.is_empty() {
+            return Err(PyValueError::new_err(format!("'links'[{i}] is empty")));
+        }
+        let value = HeaderValue::from_bytes(bytes).map_err(|_| {
+            PyValueError::new_err(format!(
+                "'links'[{i}] is not a valid header value (CR, LF, NUL or another control \
+                 character): {:?}",
+                String::from_utf8_lossy(bytes)
+            ))
+        })?;
+        values.push(value);
+    }
+    Ok(values)
+}

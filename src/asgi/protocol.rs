@@ -24,8 +24,8 @@ use crate::asgi::access::{self, version_text, CallAccess, Outcome};
 use crate::asgi::errors::log_warning;
 use crate::asgi::loop_ctx::LoopCtx;
 use crate::asgi::messages::{
-    as_dict, body_bytes, message_type, parse_pathsend, parse_response_body, parse_response_start,
-    parse_response_trailers, parse_trailers_flag, parse_zerocopysend,
+    as_dict, body_bytes, message_type, parse_early_hint, parse_pathsend, parse_response_body,
+    parse_response_start, parse_response_trailers, parse_trailers_flag, parse_zerocopysend,
 };
 use crate::asgi::response::{Action, End, Fault, HeadBody};
 use crate::asgi::waiters::{self, client_disconnected, Channel};
@@ -35,7 +35,7 @@ use crate::bridge::{
     SpanError,
 };
 use crate::bridge::{
-    DeferredMessage, DeferredSend, HttpCloseGuard, HttpExchange, HttpState, RequestBody,
+    DeferredMessage, DeferredSend, EarlyHint, HttpCloseGuard, HttpExchange, HttpState, RequestBody,
 };
 use crate::http::responses::{build_response, error_response};
 
@@ -47,6 +47,8 @@ pub(crate) struct RequestLine {
     pub(crate) peer: Option<SocketAddr>,
     /// Response trailers can reach the client (`PendingRequest::trailers`).
     pub(crate) trailers: bool,
+    /// `http.response.early_hint` can reach the client (`PendingRequest::early_hints`).
+    pub(crate) early_hints: bool,
     /// The headers the JSON access line shows; only with `--log-format json`.
     pub(crate) fields: Option<Box<RequestFields>>,
 }
@@ -415,6 +417,14 @@ impl HttpProtocol {
                     .map_err(fault_error)?;
                 this.perform(py, &mut st, action)
             }
+            "http.response.early_hint" => {
+                let links = parse_early_hint(message)?;
+                // Validated everywhere, sent only where it can reach the client.
+                let hint = this.line.early_hints.then_some(EarlyHint { links });
+                st.early_hint(hint, this.ex.is_closed())
+                    .map_err(fault_error)?;
+                Ok(this.ctx.done.clone_ref(py))
+            }
             "http.response.pathsend" => {
                 let path = parse_pathsend(message)?;
                 let file = open_file(&path)?;
@@ -424,7 +434,8 @@ impl HttpProtocol {
             other => Err(PyValueError::new_err(format!(
                 "Unexpected ASGI message type {other:?} for an HTTP request (expected \
                  'http.response.start', 'http.response.body', 'http.response.trailers', \
-                 'http.response.pathsend' or 'http.response.zerocopysend')"
+                 'http.response.pathsend', 'http.response.zerocopysend' or \
+                 'http.response.early_hint')"
             ))),
         }
     }

@@ -13,7 +13,7 @@
 use std::fmt;
 
 use crate::bridge::{
-    BodyRx, BodyTx, FileSource, HttpState, OutChunk, ResponsePhase, ResponseSender,
+    BodyRx, BodyTx, EarlyHint, FileSource, HttpState, OutChunk, ResponsePhase, ResponseSender,
 };
 use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, TRAILER};
@@ -52,6 +52,8 @@ pub(crate) enum Fault {
     /// `http.response.zerocopysend` after the last body message, while the promised
     /// trailers are due.
     ZeroCopyAfterBody,
+    /// `http.response.early_hint` after `http.response.start`.
+    HintAfterStart,
     /// The client is gone, or the response is already complete (`ClientDisconnected`).
     Disconnected,
 }
@@ -110,6 +112,10 @@ impl fmt::Display for Fault {
             Fault::ZeroCopyAfterBody => f.write_str(
                 "Unexpected ASGI message 'http.response.zerocopysend': the body is complete, \
                  expected 'http.response.trailers'",
+            ),
+            Fault::HintAfterStart => f.write_str(
+                "Unexpected ASGI message 'http.response.early_hint': only allowed before \
+                 'http.response.start'",
             ),
             Fault::Disconnected => {
                 f.write_str("the client disconnected or the response is already complete")
@@ -212,6 +218,33 @@ impl HttpState {
             ResponsePhase::Idle(_) => Ok(()),
             _ => Err(self.start_out_of_turn()),
         }
+    }
+
+    /// `http.response.early_hint` (validated; `hint` None where the transport cannot carry
+    /// it: HTTP/1.0 and HTTP/2, dropped then). Allowed any number of times before
+    /// `http.response.start`; it changes nothing the final response depends on.
+    pub(crate) fn early_hint(
+        &mut self,
+        hint: Option<EarlyHint>,
+        client_gone: bool,
+    ) -> Result<(), Fault> {
+        let ResponsePhase::Idle(tx) = &mut self.response else {
+            return Err(match self.response {
+                ResponsePhase::Complete | ResponsePhase::Closed => Fault::Disconnected,
+                _ => Fault::HintAfterStart,
+            });
+        };
+        if client_gone {
+            return Err(Fault::Disconnected);
+        }
+        match hint {
+            // Not sent: the service future is gone, which `client_gone` reports next time.
+            Some(hint) if !hint.links.is_empty() => {
+                tx.hint(hint);
+            }
+            _ => {}
+        }
+        Ok(())
     }
 
     /// `http.response.start` when the response has already started or ended.
@@ -792,14 +825,13 @@ mod tests {
     use super::*;
     use crate::bridge::{BufferLimits, RequestBody};
     use tokio::sync::mpsc::error::TryRecvError;
-    use tokio::sync::oneshot;
 
     /// `carries_trailers`: HTTP/2 can send trailers, HTTP/1.x does not offer them.
     const H2: bool = true;
     const H1: bool = false;
 
     fn exchange(is_head: bool) -> HttpState {
-        let (tx, _rx) = oneshot::channel();
+        let (tx, _rx) = crate::bridge::response_channel();
         let buffers = BufferLimits {
             response: 1 << 20,
             connection: None,
@@ -939,6 +971,59 @@ mod tests {
     }
 
     // Message order.
+
+    #[test]
+    fn early_hints_go_ahead_of_the_response_and_only_before_its_start() {
+        use crate::bridge::{response_channel, Reply};
+        let (tx, mut rx) = response_channel();
+        let buffers = BufferLimits {
+            response: 1 << 20,
+            connection: None,
+        };
+        let mut st = HttpState::new(
+            RequestBody::Done,
+            tx,
+            false,
+            buffers,
+            std::time::Instant::now(),
+        );
+        let hint = |v: &'static str| EarlyHint {
+            links: vec![HeaderValue::from_static(v)],
+        };
+        assert_eq!(st.early_hint(Some(hint("</a.css>")), false), Ok(()));
+        assert_eq!(st.early_hint(None, false), Ok(()), "dropped, no fault");
+        assert_eq!(st.early_hint(Some(hint("</b.js>")), false), Ok(()));
+        let mut seen = Vec::new();
+        let next = loop {
+            match rx.try_recv() {
+                Ok(Reply::Hint(hint, next)) => {
+                    seen.push(hint.links[0].to_str().unwrap().to_owned());
+                    rx = next;
+                }
+                Ok(Reply::Response(_)) => panic!("no response yet"),
+                Err(_) => break rx,
+            }
+        };
+        assert_eq!(seen, ["</a.css>", "</b.js>"]);
+        let status = StatusCode::OK;
+        assert_eq!(
+            st.response_start(status, headers(&[]), false, false),
+            Ok(())
+        );
+        assert_eq!(
+            st.early_hint(Some(hint("</c.css>")), false),
+            Err(Fault::HintAfterStart)
+        );
+        assert!(st
+            .response_body(Bytes::from_static(b"x"), false, H1)
+            .is_ok());
+        drop(next);
+        let mut gone = exchange(false);
+        assert_eq!(
+            gone.early_hint(Some(hint("</a.css>")), true),
+            Err(Fault::Disconnected)
+        );
+    }
 
     #[test]
     fn start_then_one_body_hands_hyper_a_full_body() {

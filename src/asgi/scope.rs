@@ -119,6 +119,9 @@ impl ScopeFactory {
         let extensions = PyDict::new(py);
         extensions.set_item(intern!(py, "http.response.pathsend"), PyDict::new(py))?;
         extensions.set_item(intern!(py, "http.response.zerocopysend"), PyDict::new(py))?;
+        if req.early_hints {
+            extensions.set_item(intern!(py, "http.response.early_hint"), PyDict::new(py))?;
+        }
         if req.trailers {
             extensions.set_item(intern!(py, "http.response.trailers"), PyDict::new(py))?;
         }

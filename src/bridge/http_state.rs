@@ -5,7 +5,7 @@ use std::sync::{Arc, Weak};
 use std::time::Instant;
 
 use bytes::Bytes;
-use http::{HeaderMap, StatusCode};
+use http::{HeaderMap, HeaderValue, StatusCode};
 use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use tokio::sync::oneshot;
@@ -15,7 +15,46 @@ use crate::bridge::budget::{Budgets, ByteBudget, RoomWaiter};
 use crate::bridge::exchange::{CloseGuard, Exchange};
 use crate::bridge::waiters::Waiters;
 
-pub(crate) type ResponseSender = oneshot::Sender<http::Response<ResponseBody>>;
+/// What the loop hands the service future waiting for a response: the response, or an
+/// early hint (103) followed by the receiver of what comes next. Each hint takes a fresh
+/// oneshot so that a response without hints pays for nothing but the enum's tag.
+// The response is the common variant: boxing it would cost an allocation per request.
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Reply {
+    Response(http::Response<ResponseBody>),
+    Hint(EarlyHint, oneshot::Receiver<Reply>),
+}
+
+/// One `http.response.early_hint`: the `Link` field values, validated as header values.
+pub(crate) struct EarlyHint {
+    pub(crate) links: Vec<HeaderValue>,
+}
+
+/// The service future's end of the response hand-over (see `Reply`).
+pub(crate) type ResponseReceiver = oneshot::Receiver<Reply>;
+
+/// The loop's end of the response hand-over.
+pub(crate) struct ResponseSender(oneshot::Sender<Reply>);
+
+/// A fresh hand-over for one request.
+pub(crate) fn response_channel() -> (ResponseSender, ResponseReceiver) {
+    let (tx, rx) = oneshot::channel();
+    (ResponseSender(tx), rx)
+}
+
+impl ResponseSender {
+    /// The response; Err when the service future is gone (the client left).
+    pub(crate) fn send(self, response: http::Response<ResponseBody>) -> Result<(), ()> {
+        self.0.send(Reply::Response(response)).map_err(drop)
+    }
+
+    /// An early hint ahead of the response; false when the service future is gone.
+    pub(crate) fn hint(&mut self, hint: EarlyHint) -> bool {
+        let (next_tx, next_rx) = oneshot::channel();
+        let tx = std::mem::replace(&mut self.0, next_tx);
+        tx.send(Reply::Hint(hint, next_rx)).is_ok()
+    }
+}
 
 pub(crate) enum RequestBody {
     /// Read by tokio before dispatch (small, with a Content-Length): the first `receive()`

@@ -41,8 +41,8 @@ pub(crate) use file_spans::{
     in_use as file_spans_in_use, is_placeholder, lookup as lookup_file_span, Lookup,
 };
 pub(crate) use http_state::{
-    BufferLimits, DeferredMessage, DeferredSend, HttpCloseGuard, HttpExchange, HttpState,
-    RequestBody, ResponseBody, ResponsePhase, ResponseSender,
+    response_channel, BufferLimits, DeferredMessage, DeferredSend, EarlyHint, HttpCloseGuard,
+    HttpExchange, HttpState, Reply, RequestBody, ResponseBody, ResponsePhase, ResponseSender,
 };
 pub(crate) use pending::{host_port, ConnInfo, LocalAddr, PendingRequest, PendingWebSocket};
 pub(crate) use relay::{mark_loop_thread, RelayExecutor, Relayed, WakeRelay};

@@ -66,6 +66,9 @@ pub(crate) struct PendingRequest {
     /// Response trailers can reach the client (`http::headers::trailers_reach_client`):
     /// decided off the loop thread, read by the scope and the response.
     pub(crate) trailers: bool,
+    /// `http.response.early_hint` can reach the client (HTTP/1.1 and HTTP/3: see
+    /// `server::early_hints`).
+    pub(crate) early_hints: bool,
 }
 
 pub(crate) struct PendingWebSocket {
@@ -81,7 +84,7 @@ impl PendingRequest {
     /// A request with a fresh exchange whose response goes nowhere (unit tests).
     pub(crate) fn for_test(head: http::request::Parts, conn: ConnInfo) -> Self {
         use crate::bridge::http_state::{BufferLimits, HttpState, RequestBody};
-        let (tx, _rx) = tokio::sync::oneshot::channel();
+        let (tx, _rx) = crate::bridge::http_state::response_channel();
         let wakeup = Arc::new(crate::bridge::events::Wakeup::new().expect("an eventfd"));
         let buffers = BufferLimits {
             response: 1 << 20,
@@ -96,6 +99,7 @@ impl PendingRequest {
         );
         PendingRequest {
             trailers: crate::http::headers::trailers_reach_client(head.version, &head.headers),
+            early_hints: false,
             head,
             conn: Arc::new(conn),
             exchange: Arc::new(Exchange::new(wakeup, None, state)),

@@ -153,7 +153,7 @@ mod tests {
         });
         tokio::spawn(http1::Builder::new().serve_connection(TokioIo::new(server), service));
         let reader = BodyReader::new(body_rx.await.unwrap(), limit, None);
-        let (response_tx, _) = oneshot::channel();
+        let (response_tx, _) = crate::bridge::response_channel();
         let exchange = Arc::new(Exchange::new(
             Arc::new(Wakeup::new().expect("an eventfd")),
             None,

@@ -11,6 +11,7 @@ use tokio::sync::OwnedSemaphorePermit;
 use crate::bridge::{ByteBudget, ConnInfo};
 use crate::http::body_reader::BodyWatch;
 use crate::server::cork::IoSignals;
+use crate::server::early_hints::Http1Hints;
 use crate::server::http10::Http10Heads;
 use crate::server::reorder::ReorderedHeads;
 use crate::server::stamp::Stamp;
@@ -30,6 +31,8 @@ pub(crate) struct ConnCtx {
     pub(crate) http10: Http10Heads,
     /// HTTP/1: marked response heads the write side is to put in the app's order.
     pub(crate) reordered: ReorderedHeads,
+    /// HTTP/1.1: `103 Early Hints` heads the write side is to send (`server::early_hints`).
+    pub(crate) early_hints: Http1Hints,
 }
 
 impl ConnCtx {
@@ -44,6 +47,7 @@ impl ConnCtx {
             idle_since: Stamp::now(),
             http10: Http10Heads::default(),
             reordered: ReorderedHeads::default(),
+            early_hints: Http1Hints::default(),
         }
     }
 

@@ -205,6 +205,15 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Replay<S> {
         let this = self.get_mut();
         if let Some(follow) = this.follow.as_mut() {
             ready!(follow.poll_output(&mut this.inner, cx))?;
+            // hyper flushes only with its own buffer empty: earlier responses are out, so
+            // the request in flight's `103 Early Hints` go now (server::early_hints).
+            if follow.ctx.early_hints.is_pending() {
+                let inner = &mut this.inner;
+                ready!(follow
+                    .ctx
+                    .early_hints
+                    .poll_write_with(|buf| Pin::new(&mut *inner).poll_write(cx, buf)))?;
+            }
         }
         Pin::new(&mut this.inner).poll_flush(cx)
     }

@@ -8,6 +8,7 @@ mod conn_state;
 mod connection;
 mod cork;
 mod detect;
+mod early_hints;
 mod h2_guard;
 mod h3;
 mod handshake;

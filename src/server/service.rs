@@ -16,8 +16,9 @@ use hyper::body::Incoming;
 use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::bridge::{
-    BodyAborted, BufferLimits, CloseGuard, Event, Exchange, HttpState, InChunks, LocalAddr,
-    LogText, PendingRequest, RequestBody, ResponseBody, REQUEST_BODY_QUEUE,
+    response_channel, BodyAborted, BufferLimits, CloseGuard, EarlyHint, Event, Exchange, HttpState,
+    InChunks, LocalAddr, LogText, PendingRequest, Reply, RequestBody, ResponseBody,
+    REQUEST_BODY_QUEUE,
 };
 use crate::config::{BodyLimits, SendfileMode, ServerConfig};
 use crate::http::body_reader::{BodyError, BodyReader, InBody};
@@ -29,6 +30,7 @@ use crate::http::headers::{
 use crate::server::admission::Unavailable;
 use crate::server::body_pump::pump_request_body;
 use crate::server::conn_state::{ConnCtx, InFlight};
+use crate::server::early_hints::HintsOut;
 use crate::server::static_route;
 use crate::server::websocket::handle_upgrade;
 use crate::server::{Admit, ServerShared};
@@ -149,6 +151,7 @@ pub(crate) async fn handle_request(
 pub(crate) async fn handle_h3_request(
     req: Request<InBody>,
     conn: Arc<ConnCtx>,
+    hints: mpsc::Sender<EarlyHint>,
 ) -> Response<TrackedBody> {
     let arrived = Instant::now();
     let in_flight = match admit(&conn, || false).await {
@@ -162,7 +165,7 @@ pub(crate) async fn handle_h3_request(
             match conn.shared.config.static_files.route_for(head.uri.path()) {
                 // The core's own files, as on TCP.
                 Some(route) => (static_route::serve(head, route, &conn, arrived).await, None),
-                None => respond_http(head, body, &conn, arrived).await,
+                None => respond_http(head, body, &conn, arrived, HintsOut::Http3(hints)).await,
             }
         }
     };
@@ -364,7 +367,12 @@ async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>, arrived: Instant) 
         };
     }
     let (head, body) = req.into_parts();
-    respond_http(head, InBody::Hyper(body), conn, arrived).await
+    let hints = match head.version {
+        Version::HTTP_11 => HintsOut::Http1(conn),
+        // HTTP/1.0 has no 1xx; HTTP/2: see server::early_hints.
+        _ => HintsOut::Dropped,
+    };
+    respond_http(head, InBody::Hyper(body), conn, arrived, hints).await
 }
 
 /// An HTTP request of any version, past its protocol's checks: the body read or streamed,
@@ -374,6 +382,7 @@ async fn respond_http(
     body: InBody,
     conn: &Arc<ConnCtx>,
     arrived: Instant,
+    hints: HintsOut<'_>,
 ) -> Responded {
     let shared = &conn.shared;
     let config = &shared.config;
@@ -422,7 +431,7 @@ async fn respond_http(
         }
     };
 
-    let (response_tx, response_rx) = oneshot::channel();
+    let (response_tx, response_rx) = response_channel();
     let buffers = BufferLimits {
         response: config.limit_response_buffer,
         // HTTP/1.1 sends one response at a time: its own budget is the connection's.
@@ -456,31 +465,50 @@ async fn respond_http(
         conn: conn.info.clone(),
         exchange,
         trailers,
+        early_hints: !matches!(hints, HintsOut::Dropped),
     })));
 
-    let failed = async {
-        if let Some(rx) = body_failed.as_mut() {
-            if let Ok(err) = rx.await {
-                return err;
+    let mut response_rx = response_rx;
+    let responded = loop {
+        tokio::select! {
+            // Biased: a failed body is reported before the app can hear of it, so when both
+            // are ready the 400/413/408 wins over whatever the app answered to the
+            // disconnect.
+            biased;
+            err = body_failure(&mut body_failed) => {
+                break (ResponseBody::error(config, err.status()), None);
             }
-            // The body ended normally: nothing left to watch (a oneshot is polled only once
-            // to completion).
-            body_failed = None;
+            reply = &mut response_rx => match reply {
+                Ok(Reply::Response(response)) => {
+                    guard.disarm();
+                    break (response, body_failed);
+                }
+                Ok(Reply::Hint(hint, next)) => {
+                    hints.deliver(hint);
+                    response_rx = next;
+                }
+                // The loop side dropped the request without answering (server closing).
+                Err(_) => {
+                    break (ResponseBody::error(config, StatusCode::SERVICE_UNAVAILABLE), None);
+                }
+            },
         }
-        std::future::pending().await
     };
-    tokio::select! {
-        // Biased: a failed body is reported before the app can hear of it, so when both
-        // are ready the 400/413/408 wins over whatever the app answered to the disconnect.
-        biased;
-        err = failed => (ResponseBody::error(config, err.status()), None),
-        response = response_rx => match response {
-            Ok(response) => {
-                guard.disarm();
-                (response, body_failed)
-            }
-            // The loop side dropped the request without answering (server closing).
-            Err(_) => (ResponseBody::error(config, StatusCode::SERVICE_UNAVAILABLE), None),
-        },
+    if let HintsOut::Http1(conn) = &hints {
+        // Whichever answer it is, its head goes after the hints (server::early_hints).
+        std::future::poll_fn(|cx| conn.early_hints.poll_written(cx)).await;
     }
+    responded
+}
+
+/// Resolves when a streamed request body fails; never when there is none, or once it ended
+/// normally (then `failed` is cleared: a oneshot is polled only once to completion).
+async fn body_failure(failed: &mut Option<oneshot::Receiver<BodyError>>) -> BodyError {
+    if let Some(rx) = failed.as_mut() {
+        if let Ok(err) = rx.await {
+            return err;
+        }
+        *failed = None;
+    }
+    std::future::pending().await
 }

@@ -11,7 +11,7 @@ from dataclasses import dataclass, field
 
 from aioquic.asyncio.client import connect
 from aioquic.asyncio.protocol import QuicConnectionProtocol
-from aioquic.h3.connection import H3_ALPN, H3Connection
+from aioquic.h3.connection import H3_ALPN, H3Connection, HeadersState
 from aioquic.h3.events import DataReceived, HeadersReceived
 from aioquic.quic.configuration import QuicConfiguration
 from aioquic.quic.events import ConnectionTerminated, StreamReset
@@ -28,6 +28,8 @@ class Exchange:
 
     stream_id: int
     headers: list[tuple[bytes, bytes]] | None = None
+    # 1xx heads (103 Early Hints) before the final one, in order.
+    informational: list[list[tuple[bytes, bytes]]] = field(default_factory=list)
     body: bytearray = field(default_factory=bytearray)
     trailers: list[tuple[bytes, bytes]] | None = None
     reset: int | None = None
@@ -43,10 +45,31 @@ class Exchange:
         return dict(self.headers or []).get(name)
 
 
+def _is_informational(headers) -> bool:
+    status = dict(headers).get(b":status", b"")
+    return len(status) == 3 and status.startswith(b"1")
+
+
+class _H3Connection(H3Connection):
+    """aioquic's H3 layer, which takes a second HEADERS frame for trailers, taught that
+    a 1xx head (RFC 9114 §4.1) is followed by another response head."""
+
+    def _handle_request_or_push_frame(self, frame_type, frame_data, stream, stream_ended):
+        events = super()._handle_request_or_push_frame(frame_type, frame_data, stream, stream_ended)
+        for event in events:
+            if (
+                isinstance(event, HeadersReceived)
+                and stream.headers_recv_state == HeadersState.AFTER_HEADERS
+                and _is_informational(event.headers)
+            ):
+                stream.headers_recv_state = HeadersState.INITIAL
+        return events
+
+
 class H3Client(QuicConnectionProtocol):
     def __init__(self, *args, **kwargs) -> None:
         super().__init__(*args, **kwargs)
-        self.h3 = H3Connection(self._quic)
+        self.h3 = _H3Connection(self._quic)
         self.exchanges: dict[int, Exchange] = {}
         self.terminated: ConnectionTerminated | None = None
         self.goaway = False
@@ -66,7 +89,9 @@ class H3Client(QuicConnectionProtocol):
             if ex is None:
                 continue
             if isinstance(h3_event, HeadersReceived):
-                if ex.headers is None:
+                if ex.headers is None and _is_informational(h3_event.headers):
+                    ex.informational.append(list(h3_event.headers))
+                elif ex.headers is None:
                     ex.headers = list(h3_event.headers)
                 else:
                     ex.trailers = list(h3_event.headers)

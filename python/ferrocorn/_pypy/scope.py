@@ -49,8 +49,15 @@ def scope_unpacker(
             "type": "http",
             "scheme": "http",
             "method": _METHODS.get(method) or method.decode(),
-            # Always present (the packing carries neither TLS nor HTTP/2: only the file sends).
-            "extensions": {"http.response.pathsend": {}, "http.response.zerocopysend": {}},
+            # Always present (the packing carries neither TLS nor HTTP/2: only the file sends,
+            # and early hints on HTTP/1.1).
+            "extensions": {
+                "http.response.pathsend": {},
+                "http.response.zerocopysend": {},
+                "http.response.early_hint": {},
+            }
+            if version == b"1.1"
+            else {"http.response.pathsend": {}, "http.response.zerocopysend": {}},
             "asgi": _ASGI,
             "http_version": _VERSIONS.get(version) or version.decode(),
             "path": path,

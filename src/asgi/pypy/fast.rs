@@ -264,6 +264,7 @@ impl FastPath {
             version: req.head.version,
             peer: req.conn.peer,
             trailers: req.trailers,
+            early_hints: req.early_hints,
             fields: access::request_fields(self.ctx.access_log.as_ref(), &req.head.headers),
         };
         let exchange = req.exchange.clone();

@@ -12,10 +12,12 @@ use h3::server::{RequestResolver, RequestStream};
 use http::header::{CONTENT_LENGTH, DATE};
 use http::{HeaderMap, Request, Response};
 use http_body_util::BodyExt;
+use tokio::sync::mpsc;
 
 use crate::http::body_reader::InBody;
 use crate::http::headers::{h3_request_is_malformed, strip_connection_headers};
 use crate::server::conn_state::ConnCtx;
+use crate::server::early_hints::{informational, H3_QUEUE};
 use crate::server::h3::body::H3Body;
 use crate::server::service::{handle_h3_request, TrackedBody};
 
@@ -48,7 +50,30 @@ pub(crate) async fn serve_stream(resolver: Resolver, conn: Arc<ConnCtx>) {
     }
     let body = InBody::Other(Box::pin(H3Body::new(recv, length).await));
     let (parts, ()) = head.into_parts();
-    let response = handle_h3_request(Request::from_parts(parts, body), conn.clone()).await;
+    let (hints_tx, mut hints) = mpsc::channel(H3_QUEUE);
+    let mut service = pin!(handle_h3_request(
+        Request::from_parts(parts, body),
+        conn.clone(),
+        hints_tx
+    ));
+    // The app's `103 Early Hints` go out on the stream while its response is awaited.
+    let response = loop {
+        tokio::select! {
+            biased;
+            response = &mut service => break response,
+            Some(hint) = hints.recv() => {
+                if send.send_response(informational(hint)).await.is_err() {
+                    return; // The client stopped or reset the stream.
+                }
+            }
+        }
+    };
+    // Hints queued as the response came still go before it.
+    while let Ok(hint) = hints.try_recv() {
+        if send.send_response(informational(hint)).await.is_err() {
+            return;
+        }
+    }
     write_response(&mut send, response, conn.shared.config.date_header).await;
 }
 
