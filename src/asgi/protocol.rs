@@ -17,7 +17,6 @@ use pyo3::exceptions::{PyOSError, PyRuntimeError, PyValueError};
 use pyo3::intern;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict};
-use tokio::sync::mpsc::error::TryRecvError;
 
 use crate::access_log::json::RequestFields;
 use crate::asgi::access::{self, version_text, CallAccess, Outcome};
@@ -27,12 +26,11 @@ use crate::asgi::messages::{
     as_dict, body_bytes, message_type, parse_early_hint, parse_pathsend, parse_response_body,
     parse_response_start, parse_response_trailers, parse_trailers_flag, parse_zerocopysend,
 };
-use crate::asgi::response::{Action, End, Fault, HeadBody};
+use crate::asgi::response::{Action, End, Fault, HeadBody, Incoming};
 use crate::asgi::waiters::{self, client_disconnected, Channel};
 use crate::bridge::Waiters;
 use crate::bridge::{
-    BodyTx, CloseGuard, FileSource, InChunk, OpenError, OutChunk, ResponseBody, RoomWaiter,
-    SpanError,
+    BodyTx, CloseGuard, FileSource, OpenError, OutChunk, ResponseBody, RoomWaiter, SpanError,
 };
 use crate::bridge::{
     DeferredMessage, DeferredSend, EarlyHint, HttpCloseGuard, HttpExchange, HttpState, RequestBody,
@@ -167,59 +165,6 @@ fn refuse_overlapping_send(st: &HttpState) -> PyResult<()> {
 
 /// hyper is gone (the client left): a response or chunk could not be handed over.
 pub(crate) struct Gone;
-
-/// What `receive()` has for the app right now.
-pub(crate) enum Incoming {
-    Request(Bytes, bool),
-    Disconnect,
-    Wait,
-}
-
-impl HttpState {
-    /// The next `receive()` event, moving the request body along.
-    pub(crate) fn next_incoming(&mut self, ex: &HttpExchange) -> Incoming {
-        let st = self;
-        match &mut st.body {
-            RequestBody::Full(data) => {
-                let data = std::mem::take(data);
-                st.body = RequestBody::Done;
-                return Incoming::Request(data, false);
-            }
-            // The chunks queued now, merged (`InChunks`): tiny pieces cost one message per
-            // batch, not one each.
-            RequestBody::Stream(chunks) => match chunks.try_recv() {
-                Ok(InChunk::Data { data, last }) => {
-                    if last {
-                        st.body = RequestBody::Done;
-                    }
-                    return Incoming::Request(data, !last);
-                }
-                Ok(InChunk::Failed(err)) => {
-                    st.body = RequestBody::Done;
-                    st.request_body_failed(err.status());
-                    return Incoming::Disconnect;
-                }
-                Err(TryRecvError::Disconnected) => {
-                    st.body_failed = Some(StatusCode::BAD_REQUEST);
-                    st.body = RequestBody::Done;
-                    return Incoming::Disconnect;
-                }
-                Err(TryRecvError::Empty) => {
-                    if !ex.is_closed() {
-                        return Incoming::Wait;
-                    }
-                    st.body = RequestBody::Done;
-                }
-            },
-            RequestBody::Done => {}
-        }
-        if st.response_complete() || ex.is_closed() {
-            Incoming::Disconnect
-        } else {
-            Incoming::Wait
-        }
-    }
-}
 
 impl Channel for HttpState {
     /// The next message for `receive()`, or None when it has to wait for tokio.

@@ -3,17 +3,23 @@
 //! 204 or 304 response keeps, where promised trailers go, and what is left to do when the
 //! app returns or raises.
 //!
-//! Plain Rust on `HttpState` (no Python; the request body and the parked futures it also
-//! holds are not touched here): each transition takes validated inputs and returns
-//! `Result<Action, Fault>`. `HttpProtocol` (protocol.rs) parses the message into those
+//! Every rule of `HttpState` lives here (bridge/http_state.rs holds only the data): the
+//! response transitions, where a body may wait (its budgets), and what `receive()` gets
+//! next of the request body (`next_incoming`). Plain Rust, no Python (the parked futures
+//! the state also holds are not touched here): each response transition takes validated
+//! inputs and returns `Result<Action, Fault>`. `HttpProtocol` (protocol.rs) parses the message into those
 //! inputs, performs the `Action` (it owns the config, the close guards and the waiters) and
 //! turns a `Fault` into the exception the app sees. The tests at the bottom pin every rule,
 //! the way hyper keeps its own connection state's tests beside it (proto/h1/conn.rs).
 
 use std::fmt;
+use std::sync::Weak;
+
+use tokio::sync::mpsc::error::TryRecvError;
 
 use crate::bridge::{
-    BodyRx, BodyTx, EarlyHint, FileSource, HttpState, OutChunk, ResponsePhase, ResponseSender,
+    BodyRx, BodyTx, Budgets, EarlyHint, FileSource, HttpExchange, HttpState, InChunk, OutChunk,
+    RequestBody, ResponsePhase, ResponseSender, RoomWaiter,
 };
 use bytes::Bytes;
 use http::header::{CONTENT_LENGTH, TRAILER};
@@ -208,6 +214,105 @@ fn declared_length(headers: &HeaderMap) -> Result<Option<u64>, Fault> {
         declared = Some(parsed);
     }
     Ok(declared)
+}
+
+/// What `receive()` has for the app right now.
+pub(crate) enum Incoming {
+    Request(Bytes, bool),
+    Disconnect,
+    Wait,
+}
+
+impl HttpState {
+    /// The next `receive()` event, moving the request body along.
+    pub(crate) fn next_incoming(&mut self, ex: &HttpExchange) -> Incoming {
+        let st = self;
+        match &mut st.body {
+            RequestBody::Full(data) => {
+                let data = std::mem::take(data);
+                st.body = RequestBody::Done;
+                return Incoming::Request(data, false);
+            }
+            // The chunks queued now, merged (`InChunks`): tiny pieces cost one message per
+            // batch, not one each.
+            RequestBody::Stream(chunks) => match chunks.try_recv() {
+                Ok(InChunk::Data { data, last }) => {
+                    if last {
+                        st.body = RequestBody::Done;
+                    }
+                    return Incoming::Request(data, !last);
+                }
+                Ok(InChunk::Failed(err)) => {
+                    st.body = RequestBody::Done;
+                    st.request_body_failed(err.status());
+                    return Incoming::Disconnect;
+                }
+                Err(TryRecvError::Disconnected) => {
+                    st.body_failed = Some(StatusCode::BAD_REQUEST);
+                    st.body = RequestBody::Done;
+                    return Incoming::Disconnect;
+                }
+                Err(TryRecvError::Empty) => {
+                    if !ex.is_closed() {
+                        return Incoming::Wait;
+                    }
+                    st.body = RequestBody::Done;
+                }
+            },
+            RequestBody::Done => {}
+        }
+        if st.response_complete() || ex.is_closed() {
+            Incoming::Disconnect
+        } else {
+            Incoming::Wait
+        }
+    }
+}
+
+/// Where a response's body may wait: its budgets.
+impl HttpState {
+    /// A body stream charged to this response's budget (and its connection's).
+    pub(crate) fn body_channel(&self) -> (BodyTx, BodyRx) {
+        BodyTx::channel(Budgets::new(
+            self.buffers.response,
+            self.buffers.connection.clone(),
+        ))
+    }
+
+    /// Whether a body message now must wait for room: its response's or connection's
+    /// budget is used up. (Checked before its body is copied out of Python.)
+    pub(crate) fn body_budget_full(&self) -> bool {
+        match &self.response {
+            ResponsePhase::Streaming(tx) => tx.budgets().is_full(),
+            ResponsePhase::Idle(_) | ResponsePhase::Held { .. } => self
+                .buffers
+                .connection
+                .as_ref()
+                .is_some_and(|c| c.is_full()),
+            _ => false,
+        }
+    }
+
+    /// Register `waiter` with the full budgets; false when room appeared meanwhile.
+    pub(crate) fn wait_for_room(&self, waiter: &Weak<dyn RoomWaiter>) -> bool {
+        match &self.response {
+            ResponsePhase::Streaming(tx) => tx.budgets().wait_for_room(waiter),
+            ResponsePhase::Idle(_) | ResponsePhase::Held { .. } => match &self.buffers.connection {
+                Some(connection) if connection.is_full() => {
+                    connection.wait_for_room(waiter.clone())
+                }
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+
+    pub(crate) fn response_complete(&self) -> bool {
+        matches!(
+            self.response,
+            ResponsePhase::Complete | ResponsePhase::Closed
+        )
+    }
 }
 
 impl HttpState {

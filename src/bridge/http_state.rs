@@ -1,7 +1,8 @@
 //! The loop-side state of one HTTP exchange, kept inside its `Exchange` and locked only by
-//! the loop thread; tokio creates it with the request.
+//! the loop thread; tokio creates it with the request. The data only: its rules are in
+//! asgi/response.rs.
 
-use std::sync::{Arc, Weak};
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -10,8 +11,8 @@ use pyo3::prelude::*;
 use pyo3::types::PyDict;
 use tokio::sync::oneshot;
 
-use crate::bridge::body::{BodyRx, BodyTx, GuardedBody, InChunks};
-use crate::bridge::budget::{Budgets, ByteBudget, RoomWaiter};
+use crate::bridge::body::{BodyTx, GuardedBody, InChunks};
+use crate::bridge::budget::ByteBudget;
 use crate::bridge::exchange::{CloseGuard, Exchange};
 use crate::bridge::waiters::Waiters;
 
@@ -173,49 +174,6 @@ impl HttpState {
             timed_out: false,
             fast_handle: 0,
         }
-    }
-
-    /// A body stream charged to this response's budget (and its connection's).
-    pub(crate) fn body_channel(&self) -> (BodyTx, BodyRx) {
-        BodyTx::channel(Budgets::new(
-            self.buffers.response,
-            self.buffers.connection.clone(),
-        ))
-    }
-
-    /// Whether a body message now must wait for room: its response's or connection's
-    /// budget is used up. (Checked before its body is copied out of Python.)
-    pub(crate) fn body_budget_full(&self) -> bool {
-        match &self.response {
-            ResponsePhase::Streaming(tx) => tx.budgets().is_full(),
-            ResponsePhase::Idle(_) | ResponsePhase::Held { .. } => self
-                .buffers
-                .connection
-                .as_ref()
-                .is_some_and(|c| c.is_full()),
-            _ => false,
-        }
-    }
-
-    /// Register `waiter` with the full budgets; false when room appeared meanwhile.
-    pub(crate) fn wait_for_room(&self, waiter: &Weak<dyn RoomWaiter>) -> bool {
-        match &self.response {
-            ResponsePhase::Streaming(tx) => tx.budgets().wait_for_room(waiter),
-            ResponsePhase::Idle(_) | ResponsePhase::Held { .. } => match &self.buffers.connection {
-                Some(connection) if connection.is_full() => {
-                    connection.wait_for_room(waiter.clone())
-                }
-                _ => false,
-            },
-            _ => false,
-        }
-    }
-
-    pub(crate) fn response_complete(&self) -> bool {
-        matches!(
-            self.response,
-            ResponsePhase::Complete | ResponsePhase::Closed
-        )
     }
 }
 

@@ -26,7 +26,8 @@ use http::StatusCode;
 use super::packing::{pack_scope_into, unpack_headers};
 use crate::asgi::access;
 use crate::asgi::loop_ctx::LoopCtx;
-use crate::asgi::protocol::{HttpProtocol, Incoming, RequestLine, Sent};
+use crate::asgi::protocol::{HttpProtocol, RequestLine, Sent};
+use crate::asgi::response::Incoming;
 use crate::bridge::{Event, PendingRequest, Wakeup};
 
 /// Record kinds in `fc_drain`'s buffer.

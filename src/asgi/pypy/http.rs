@@ -7,7 +7,8 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyByteArray};
 
 use super::packing::unpack_headers;
-use crate::asgi::protocol::{HttpProtocol, Incoming};
+use crate::asgi::protocol::HttpProtocol;
+use crate::asgi::response::Incoming;
 use crate::bridge::RequestBody;
 
 #[pymethods]
