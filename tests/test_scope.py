@@ -54,10 +54,11 @@ FILE_SENDS = {"http.response.pathsend": {}, "http.response.zerocopysend": {}}
 
 def test_extensions_always_present(client, server):
     """``extensions`` is in every scope, holding what works on the connection: cleartext
-    HTTP/1.1 has neither trailers (HTTP/2 only) nor TLS, only the file sends."""
+    HTTP/1.1 has neither trailers (HTTP/2 only) nor TLS, but the file sends and 103 Early
+    Hints; HTTP/1.0 clients cannot take a 1xx response, so theirs has the file sends only."""
     scope = get_scope(client)
     assert "extensions" in scope["keys"]
-    assert scope["extensions"] == FILE_SENDS
+    assert scope["extensions"] == {**FILE_SENDS, "http.response.early_hint": {}}
     # HTTP/1.0 too.
     with RawConnection(server.port) as conn:
         conn.send(request_bytes("GET", "/scope", version="HTTP/1.0"))
