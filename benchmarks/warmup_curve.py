@@ -32,8 +32,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from benchmarks import run as bench  # noqa: E402  (the path is set just above)
 
-# A second is "warm" from the first one after which every second stays within this fraction
-# of the median of the last five.
+# Warm from the first second after which every second stays within this fraction of the
+# median of the last five: req/s at least 90% of it, CPU µs/req at most 1/0.9 of it. CPU µs/req
+# is the one to trust on a busy machine: another process on the server's core lowers req/s
+# but hardly changes what each request costs.
 WARM_FRACTION = 0.9
 
 
@@ -78,24 +80,37 @@ def curve(server: bench.Server, scenario: str, seconds: int, pin: bool, nofile: 
             "command": shlex.join(run.wrapped),
             "startup_s": round(t_ready - t_spawn, 3),
             "rows": rows,
-            "warm_after_s": warm_after(rows),
+            "warm_after_s": warm_after(rows, "rps"),
+            "cpu_warm_after_s": warm_after(rows, "cpu_us_per_req"),
         }
     finally:
         run.stop()
 
 
-def warm_after(rows: list[dict]) -> int | None:
-    """The number of seconds before the curve stays within WARM_FRACTION of its plateau (the
-    median of the last five seconds); None if there are too few good seconds to tell."""
-    rps = [r.get("rps") for r in rows]
-    tail = sorted(v for v in rps[-5:] if v)
+def warm_after(rows: list[dict], key: str) -> int | None:
+    """The number of seconds before `key` (rps: higher is better; cpu_us_per_req: lower is)
+    stays within WARM_FRACTION of its plateau, the median of the last five seconds; None if
+    there are too few good seconds to tell."""
+    vals = [r.get(key) for r in rows]
+    tail = sorted(v for v in vals[-5:] if v)
     if len(tail) < 3:
         return None
-    floor = WARM_FRACTION * tail[len(tail) // 2]
-    for i in range(len(rps)):
-        if all(v is not None and v >= floor for v in rps[i:]):
+    plateau = tail[len(tail) // 2]
+
+    def ok(v) -> bool:
+        if v is None:
+            return False
+        return v >= WARM_FRACTION * plateau if key == "rps" else v <= plateau / WARM_FRACTION
+
+    for i in range(len(vals)):
+        if all(ok(v) for v in vals[i:]):
             return i
     return None
+
+
+def _tail_median(rows: list[dict], key: str) -> float | None:
+    tail = sorted(r[key] for r in rows[-5:] if r.get(key))
+    return tail[len(tail) // 2] if tail else None
 
 
 def render(results: dict) -> str:
@@ -113,22 +128,25 @@ def render(results: dict) -> str:
             else "no CPU pinning"
         ),
         f"- Warm after: the seconds before req/s stays ≥ {WARM_FRACTION:.0%} of the median of "
-        "the last 5 s.",
+        f"the last 5 s (CPU: before CPU µs/req stays ≤ 1/{WARM_FRACTION:g} of its median), "
+        "counted in 1 s runs; the runs start a little more than 1 s apart (see the JSON's "
+        "start_s).",
         "",
-        "| server | start-up (spawn to first answer) | warm after | plateau req/s |",
-        "|---|---:|---:|---:|",
+        "| server | start-up (spawn to first answer) | warm after (req/s) | warm after (CPU) | "
+        "plateau req/s | plateau CPU µs/req |",
+        "|---|---:|---:|---:|---:|---:|",
     ]
     for n in names:
         c = curves[n]
         if "error" in c:
-            lines.append(f"| {n} | failed: {bench._oneline(c['error'])} | | |")
+            lines.append(f"| {n} | failed: {bench._oneline(c['error'])} |" + " |" * 5)
             continue
-        tail = sorted(r["rps"] for r in c["rows"][-5:] if r.get("rps"))
-        plateau = tail[len(tail) // 2] if tail else None
-        warm = c["warm_after_s"]
+        warm, cpu_warm = c["warm_after_s"], c["cpu_warm_after_s"]
         lines.append(
             f"| {n} | {c['startup_s']:.2f} s | {'?' if warm is None else f'{warm} s'} | "
-            f"{bench.fmt_num(plateau)} |"
+            f"{'?' if cpu_warm is None else f'{cpu_warm} s'} | "
+            f"{bench.fmt_num(_tail_median(c['rows'], 'rps'))} | "
+            f"{bench.fmt_num(_tail_median(c['rows'], 'cpu_us_per_req'), 1)} |"
         )
     lines += [
         "",
@@ -220,7 +238,10 @@ def main() -> None:
         if "error" in c:
             bench.warn(f"{n}: {c['error']}")
         else:
-            bench.log(f"   start-up {c['startup_s']:.2f} s, warm after {c['warm_after_s']} s")
+            bench.log(
+                f"   start-up {c['startup_s']:.2f} s, warm after {c['warm_after_s']} s "
+                f"(req/s), {c['cpu_warm_after_s']} s (CPU µs/req)"
+            )
 
     results = {
         "meta": {
