@@ -3,7 +3,7 @@
 
     python benchmarks/run.py                 # full CPython suite (peers, -defaults, hyper floor)
     python benchmarks/run.py --quick         # smoke run: short durations, one round
-    python benchmarks/run.py --pypy          # PyPy suite: ferrocorn/uvicorn on pypy3 + CPython refs
+    python benchmarks/run.py --pypy          # PyPy suite: ferrocorn + PyPy peers, CPython ref
     python benchmarks/run.py --python /path/to/python3.13   # the CPython suite on another Python
     python benchmarks/run.py --servers granian,uvicorn --scenarios plaintext,json
 
@@ -71,6 +71,8 @@ ALL_SERVERS = [
     "h2corn",
     "floor",
     "ferrocorn-pypy",
+    "socketify-pypy",
+    "granian-pypy",
     "uvicorn-pypy",
     "ferrocorn-defaults",
     "granian-defaults",
@@ -89,22 +91,31 @@ DEFAULT_SERVERS = [
     "h2corn-defaults",
 ]
 DEFAULTS_SCENARIOS = ["pipelined", "plaintext", "json", "fastapi-json", "starlette-plaintext"]
-# ferrocorn on CPython too, so the PyPy/CPython ratio comes from the same run.
-PYPY_SERVERS = ["granian", "ferrocorn", "ferrocorn-pypy", "uvicorn-pypy"]
+# Issue 32's peers on the same PyPy, and ferrocorn on CPython too, so the PyPy/CPython ratio
+# comes from the same run.
+PYPY_SERVERS = ["ferrocorn-pypy", "socketify-pypy", "granian-pypy", "uvicorn-pypy", "ferrocorn"]
+# The scenarios --pypy runs unless --scenarios is given: issue 32's targets and the stream
+# scenarios it must not lose. The framework and file scenarios need packages the PyPy venv does
+# not have; idle10k and sleep are not what the PyPy work changes.
+PYPY_SCENARIOS = ["pipelined", "plaintext", "json", "10k", "echo", "stream-1m", "stream-64m"]
+# What a run's ratios are taken against: granian (CPython) when it ran, else socketify on
+# PyPy, the yardstick of issue 32 (the --pypy suite has no CPython granian).
+REFERENCES = ("granian", "socketify-pypy")
 
 # The ratios the summary table shows (first / second), where a run has both servers.
 SUMMARY_PAIRS = (
     ("ferrocorn", "granian"),
     ("ferrocorn", "uvicorn"),
     ("ferrocorn", "h2corn"),
-    ("ferrocorn-pypy", "uvicorn-pypy"),
+    ("ferrocorn-pypy", "socketify-pypy"),
     ("ferrocorn-pypy", "ferrocorn"),
+    ("ferrocorn-pypy", "granian-pypy"),
+    ("ferrocorn-pypy", "uvicorn-pypy"),
     ("ferrocorn-defaults", "ferrocorn"),
     ("ferrocorn-defaults", "granian-defaults"),
     ("ferrocorn-defaults", "uvicorn-defaults"),
     ("ferrocorn-defaults", "h2corn-defaults"),
 )
-REFERENCE = "granian"
 FLOOR = "floor"
 
 # granian's fastest configuration for a single worker pinned to one core, chosen by measuring
@@ -135,6 +146,23 @@ GRANIAN_TUNING = [
 # h2corn-defaults. Its Server header is off by default and stays so. Override with
 # --extra-args 'h2corn=--runtime-threads 1' (the last flag wins).
 H2CORN_TUNING = ["--workers", "1", "--runtime-threads", "2"]
+
+# socketify (PyPy only here) through its ASGI interface, one worker, no WebSockets (as granian's
+# --no-ws: app.py has no WebSocket route), lifespan on as for uvicorn, its CLI's default task
+# factory size. Started by benchmarks/socketify_serve.py, not its CLI: the CLI's --host trips a
+# bug in socketify 0.0.31 that fails about half the starts (see that file). It logs no requests.
+SOCKETIFY_SERVE = HERE / "socketify_serve.py"
+
+# Scenarios a server cannot run faithfully: server -> {scenario: why}. It is left out of those
+# (the report's server notes say why) rather than measured doing something else.
+SCENARIO_LIMITS: dict[str, dict[str, str]] = {
+    "socketify-pypy": {
+        n: "socketify 0.0.31 passes the query string with its leading `?` (b'?size=N'), so "
+        "app.py's /stream ignores `size` and sends 1 MiB; and it drops the app's content-length "
+        "and sends streamed bodies chunked, which the stream client does not frame"
+        for n in ("stream-1m", "stream-64m")
+    },
+}
 
 TE_ACCEPT_PLAIN = (
     "text/plain,text/html;q=0.9,application/xhtml+xml;q=0.9,application/xml;q=0.8,*/*;q=0.7"
@@ -405,7 +433,9 @@ def apt_install(packages: list[str]) -> None:
     )
 
 
-def ensure_tools(need_pypy: bool) -> None:
+def ensure_tools(need_pypy: bool, need_debs: list[str]) -> None:
+    """wrk and friends, pypy3 when a PyPy server runs, and the Debian packages need_debs
+    (headers and libraries some PyPy servers need: see pypy_debs)."""
     wanted = {
         "wrk": "wrk",
         "h2load": "nghttp2-client",
@@ -418,14 +448,25 @@ def ensure_tools(need_pypy: bool) -> None:
     if need_pypy:
         if not shutil.which("pypy3"):
             missing.append("pypy3")
-        if (
-            shutil.which("dpkg")
-            and subprocess.run(["dpkg", "-s", "pypy3-dev"], capture_output=True).returncode
-        ):
-            missing.append("pypy3-dev")  # headers to build httptools for PyPy
+        for pkg in need_debs:
+            if (
+                shutil.which("dpkg")
+                and subprocess.run(["dpkg", "-s", pkg], capture_output=True).returncode
+            ):
+                missing.append(pkg)
     if missing:
         log(f"== installing missing system packages: {' '.join(missing)}")
         apt_install(missing)
+
+
+def pypy_debs(servers: list[str]) -> list[str]:
+    """Debian packages the selected PyPy servers need beyond pypy3."""
+    debs = []
+    if any(s.endswith("-pypy") for s in servers):
+        debs.append("pypy3-dev")  # headers to build httptools for PyPy (the venv installs it)
+    if "socketify-pypy" in servers:
+        debs.append("libuv1")  # socketify's prebuilt libsocketify links libuv.so.1
+    return debs
 
 
 def _req_stamp(reqfile: Path) -> str:
@@ -574,7 +615,7 @@ def stage1(args: argparse.Namespace, argv: list[str]) -> None:
         )
     servers = selected_servers(args)
     need_pypy = any(s.endswith("-pypy") for s in servers)
-    ensure_tools(need_pypy)
+    ensure_tools(need_pypy, pypy_debs(servers))
     if args.python:
         # Another CPython: a venv of its own per version, ferrocorn built for it, and the same
         # pinned peers installed into it.
@@ -763,6 +804,7 @@ class Server:
                 "ferrocorn": " (build failed or --skip-build without a previous build)",
                 "h2corn": " (not installed: h2corn is pinned in requirements.txt; see the "
                 "pip output of the venv setup)",
+                "socketify": " (its native library links libuv.so.1: apt-get install libuv1)",
             }.get(self.base, "")
             return f"`import {module}` fails in {rel(self.venv)}{hint}"
         has_uvloop = not self.pypy and _py_has(self.py, "uvloop")
@@ -771,11 +813,23 @@ class Server:
             if not has_uvloop:
                 self.notes.append("uvloop not importable: --loop auto")
         elif self.base in ("granian", "h2corn"):
-            self.loop = "uvloop" if has_uvloop else "auto"
+            # On PyPy granian's `auto` would also end on asyncio (no uvloop there): said outright.
+            self.loop = "uvloop" if has_uvloop else ("asyncio" if self.pypy else "auto")
         elif self.base == "uvicorn":
             self.loop = "uvloop" if has_uvloop else "asyncio"
             self.http = "httptools" if _py_has(self.py, "httptools") else "h11"
+        by_reason: dict[str, list[str]] = {}
+        for scen, why in SCENARIO_LIMITS.get(self.name, {}).items():
+            by_reason.setdefault(why, []).append(scen)
+        for why, scens in by_reason.items():
+            self.notes.append(f"not run in {', '.join(scens)}: {why}")
         return None
+
+    def runs(self, scenario: str) -> bool:
+        """Whether this server takes part in `scenario` (SCENARIO_LIMITS, a scenario's bases)."""
+        if scenario in SCENARIO_LIMITS.get(self.name, {}):
+            return False
+        return self.base in SCENARIOS[scenario].get("bases", (self.base,))
 
     def argv(self, port: int, scenario: str) -> list[str]:
         py = str(self.py)
@@ -785,6 +839,11 @@ class Server:
             cmd = [str(FLOOR_BIN), "--host", "127.0.0.1", "--port", str(port)]
             files = floor_files_args(spec)
             return cmd + files + self.extra + ["--app", spec.get("floor_app", "app")]
+        if self.base == "socketify":
+            # The app target first, as socketify's CLI has it. The same argv in idle10k: socketify
+            # has no keep-alive or header timeout to raise.
+            app = spec.get("app", APP_TARGET)
+            return [py, str(SOCKETIFY_SERVE), app, "--port", str(port), *self.extra]
         if self.base == "ferrocorn":
             cmd = [
                 py,
@@ -889,7 +948,8 @@ class Server:
         code = (
             "import json, platform, importlib.metadata as m\n"
             "out = {'python': platform.python_implementation() + ' ' + platform.python_version()}\n"
-            "for d in ('ferrocorn', 'granian', 'uvicorn', 'h2corn', 'uvloop', 'httptools', 'h11',\n"
+            "for d in ('ferrocorn', 'granian', 'uvicorn', 'h2corn', 'socketify', 'uvloop',\n"
+            "          'httptools', 'h11',\n"
             "          'fastapi', 'starlette', 'pydantic'):\n"
             "    try: out[d] = m.version(d)\n"
             "    except Exception: pass\n"
@@ -1564,9 +1624,10 @@ def stage2(args: argparse.Namespace) -> None:
     if state.get("venv"):
         set_venv(Path(state["venv"]))
     names = selected_servers(args)
-    scen_names = (
-        [s.strip() for s in args.scenarios.split(",")] if args.scenarios else list(SCENARIOS)
-    )
+    if args.scenarios:
+        scen_names = [s.strip() for s in args.scenarios.split(",")]
+    else:
+        scen_names = PYPY_SCENARIOS if args.pypy else list(SCENARIOS)
     bad = [s for s in scen_names if s not in SCENARIOS]
     if bad:
         raise SystemExit(f"unknown scenario(s) {bad}; choose from {', '.join(SCENARIOS)}")
@@ -1627,12 +1688,7 @@ def stage2(args: argparse.Namespace) -> None:
 
     defaults_scen = defaults_scenarios(args)
     plan = {
-        n: [
-            s
-            for s in servers
-            if (not s.defaults or n in defaults_scen)
-            and s.base in SCENARIOS[n].get("bases", (s.base,))
-        ]
+        n: [s for s in servers if (not s.defaults or n in defaults_scen) and s.runs(n)]
         for n in scen_names
     }
     if any(SCENARIOS[n].get("group") == "files" for n in scen_names):
@@ -1698,7 +1754,7 @@ def stage2(args: argparse.Namespace) -> None:
                 "description": spec["desc"],
                 "servers": {n: summarize(name, rs) for n, rs in per_server.items() if rs},
             }
-            add_ratios(name, results["scenarios"][name])
+            add_ratios(name, results["scenarios"][name], reference_of(s.name for s in servers))
             floor = floor_entry(results, name)
             if floor:
                 results["scenarios"][name]["floor"] = floor
@@ -1832,11 +1888,21 @@ def describe(name: str, res: dict) -> str:
     return s
 
 
-def add_ratios(name: str, scen: dict) -> None:
+def reference_of(names) -> str:
+    """The server a run's ratios are taken against: the first of REFERENCES that ran."""
+    present = set(names)
+    return next((r for r in REFERENCES if r in present), REFERENCES[0])
+
+
+def results_reference(results: dict) -> str:
+    return reference_of(n for scen in results["scenarios"].values() for n in scen["servers"])
+
+
+def add_ratios(name: str, scen: dict, ref: str) -> None:
     for server, entry in scen["servers"].items():
-        ratio = pair_ratio(scen, server, REFERENCE)
+        ratio = pair_ratio(scen, server, ref)
         if ratio is not None:
-            entry["ratio_vs_granian"] = ratio
+            entry[f"ratio_vs_{ref}"] = ratio
 
 
 def write_json(obj: dict, path: Path) -> None:
@@ -2349,20 +2415,21 @@ def render_markdown(results: dict, png_name: str | None) -> str:
         for name, why in results["skipped"].items():
             add(f"- **{name}**: {why}")
         add("")
+    ref = results_reference(results)
     if png_name:
-        add(f"![throughput and CPU per request relative to granian]({png_name})")
+        add(f"![throughput and CPU per request relative to {ref}]({png_name})")
         add("")
     add(
-        "Ratios compare each server with granian from the same run: throughput / granian's "
-        "throughput (higher is better), CPU µs/req / granian's (lower is better), and for "
-        "idle10k RSS / granian's RSS (lower is better). The -defaults rows are compared with "
+        f"Ratios compare each server with {ref} from the same run: throughput / {ref}'s "
+        f"throughput (higher is better), CPU µs/req / {ref}'s (lower is better), and for "
+        f"idle10k RSS / {ref}'s RSS (lower is better). The -defaults rows are compared with "
         "the same server's tuned row."
     )
     add("")
     lines.extend(summary_table(results))
     lines.extend(floor_section(results))
 
-    vs_granian = _ref(lambda s: REFERENCE if s != REFERENCE else None, REFERENCE)
+    vs_ref = _ref(lambda s: ref if s != ref else None, ref)
     vs_tuned = _ref(_tuned_of, "tuned")
     groups = (
         ("Scenarios", lambda n: SCENARIOS.get(n, {}).get("group") not in ("frameworks", "files")),
@@ -2402,7 +2469,7 @@ def render_markdown(results: dict, png_name: str | None) -> str:
                 add("_No server produced a result._")
                 add("")
                 continue
-            lines.extend(scenario_table(name, scen, rows, vs_granian))
+            lines.extend(scenario_table(name, scen, rows, vs_ref))
             add("")
     with_defaults = [
         n
@@ -2454,20 +2521,21 @@ def write_chart(results: dict, path: Path) -> bool:
     except ImportError:
         warn("matplotlib not available: no chart")
         return False
+    ref = results_reference(results)
     scen_names = [
         n
         for n, s in results["scenarios"].items()
-        if s["servers"].get(REFERENCE, {}).get("status") == "ok"
+        if s["servers"].get(ref, {}).get("status") == "ok"
     ]
     if not scen_names:
-        warn("no scenario has a granian result: no ratio chart")
+        warn(f"no scenario has a {ref} result: no ratio chart")
         return False
     servers: list[str] = []
     for n in scen_names:
         for sname in results["scenarios"][n]["servers"]:
             if sname not in servers and sname != FLOOR:  # the floor is a reference, not a peer
                 servers.append(sname)
-    servers.sort(key=lambda s: (s != "ferrocorn", s != REFERENCE, s))
+    servers.sort(key=lambda s: (s != "ferrocorn", s != ref, s))
     fig, (ax, ax_cpu) = plt.subplots(2, 1, figsize=(max(9, 1.4 * len(scen_names) + 3), 9))
     width = 0.8 / max(1, len(servers))
     colors = {
@@ -2476,6 +2544,8 @@ def write_chart(results: dict, path: Path) -> bool:
         "uvicorn": "#2f9e44",
         "h2corn": "#7048e8",
         "ferrocorn-pypy": "#f08c00",
+        "socketify-pypy": "#e64980",
+        "granian-pypy": "#4dabf7",
         "uvicorn-pypy": "#74b816",
         "ferrocorn-defaults": "#ff8787",
         "granian-defaults": "#74c0fc",
@@ -2489,13 +2559,13 @@ def write_chart(results: dict, path: Path) -> bool:
             scen = results["scenarios"][n]
             e = scen["servers"].get(sname)
             x = j + (i - (len(servers) - 1) / 2) * width
-            ratio = e.get("ratio_vs_granian") if e else None
+            ratio = pair_ratio(scen, sname, ref) if e else None
             if ratio:
                 if _is_idle(n):
-                    ratio = 1.0 / ratio  # memory: plot granian/server so higher is better too
+                    ratio = 1.0 / ratio  # memory: plot ref/server so higher is better too
                 xs.append(x)
                 ys.append(ratio)
-            c = cpu_ratio(scen, sname, REFERENCE) if e and not _is_idle(n) else None
+            c = cpu_ratio(scen, sname, ref) if e and not _is_idle(n) else None
             if c:
                 cxs.append(x)
                 cys.append(c)
@@ -2513,16 +2583,16 @@ def write_chart(results: dict, path: Path) -> bool:
                     va="bottom",
                     fontsize=6,
                 )
-    labels = [n + ("\n(memory,\ngranian/x)" if _is_idle(n) else "") for n in scen_names]
+    labels = [n + (f"\n(memory,\n{ref}/x)" if _is_idle(n) else "") for n in scen_names]
     for axis, key in ((ax, "tp"), (ax_cpu, "cpu")):
         axis.axhline(1.0, color="black", linewidth=0.8, linestyle="--")
         axis.set_xticks(range(len(scen_names)))
         axis.set_xticklabels(labels, fontsize=7)
         axis.set_ylim(0, tops[key] * 1.15)
-    ax.set_ylabel("throughput relative to granian\n(higher is better)")
-    ax_cpu.set_ylabel("CPU µs/request relative to granian\n(lower is better)")
+    ax.set_ylabel(f"throughput relative to {ref}\n(higher is better)")
+    ax_cpu.set_ylabel(f"CPU µs/request relative to {ref}\n(lower is better)")
     py = results["meta"].get("python", {}).get("version")
-    title = f"ferrocorn benchmarks vs granian — {results['meta']['date'][:10]}"
+    title = f"ferrocorn benchmarks vs {ref} — {results['meta']['date'][:10]}"
     if py:
         title += f", {py}"
     if results["meta"].get("quick"):
@@ -2551,13 +2621,16 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
         f"(default {','.join(DEFAULT_SERVERS)}; with --pypy {','.join(PYPY_SERVERS)})",
     )
     p.add_argument(
-        "--scenarios", help=f"comma-separated, from: {', '.join(SCENARIOS)} (default: all)"
+        "--scenarios",
+        help=f"comma-separated, from: {', '.join(SCENARIOS)} (default: all; with --pypy "
+        f"{','.join(PYPY_SCENARIOS)})",
     )
     p.add_argument(
         "--pypy",
         action="store_true",
-        help="PyPy suite: ferrocorn and uvicorn under pypy3 (granian and ferrocorn on CPython "
-        "as references); writes RESULTS-pypy.md / results-pypy.{json,png}",
+        help="PyPy suite: ferrocorn, socketify, granian and uvicorn under pypy3 (ferrocorn on "
+        f"CPython as the reference), scenarios {','.join(PYPY_SCENARIOS)} unless --scenarios; "
+        "writes RESULTS-pypy.md / results-pypy.{json,png}",
     )
     p.add_argument(
         "--python",
