@@ -17,6 +17,9 @@ _VERSIONS = {v.encode(): v for v in ("1.0", "1.1", "2", "3")}
 # Shared by every scope, as in the core: it is constant.
 _ASGI = {"version": "3.0", "spec_version": "2.5"}
 
+# How many decoded hosts and paths an unpacker keeps (then it starts afresh).
+_KNOWN_MAX = 512
+
 # Field positions in the packing; header name/value pairs follow the last.
 _METHOD, _VERSION, _RAW_PATH, _PATH, _QUERY = 0, 1, 2, 3, 4
 _CLIENT_HOST, _CLIENT_PORT, _SERVER_HOST, _SERVER_PORT, _HEADERS = 5, 6, 7, 8, 9
@@ -28,12 +31,23 @@ def scope_unpacker(
     """The function that turns one packed request into its scope, for this server's
     ``root_path`` and lifespan ``state``."""
     root_raw = root_path.encode()
+    # Hosts, ports and paths repeat from request to request (a connection's peer, the
+    # server's address, an API's routes): each is decoded once, in a bounded table.
+    known: dict[bytes, Any] = {}
+
+    def text(raw: bytes) -> str:
+        found = known.get(raw)
+        if found is None:
+            if len(known) >= _KNOWN_MAX:
+                known.clear()
+            found = known[raw] = raw.decode()
+        return found
 
     def unpack(packed: bytes | bytearray) -> dict[str, Any]:
         f = bytes(packed).split(b"\0")
         raw_path = f[_RAW_PATH]
         # The decoded path is sent only when it differs; either way it is valid UTF-8.
-        path = (f[_PATH] or raw_path).decode()
+        path = text(f[_PATH] or raw_path)
         if root_path:
             # The spec: `path` includes `root_path`; `raw_path` is what the client sent
             # behind the same prefix.
@@ -65,9 +79,9 @@ def scope_unpacker(
             "query_string": f[_QUERY],
             "root_path": root_path,
             "headers": [(f[i], f[i + 1]) for i in range(_HEADERS, len(f), 2)],
-            "client": (f[_CLIENT_HOST].decode(), int(client_port)) if client_port else None,
+            "client": (text(f[_CLIENT_HOST]), int(client_port)) if client_port else None,
             # A Unix socket has a path and no port.
-            "server": (f[_SERVER_HOST].decode(), int(server_port) if server_port else None),
+            "server": (text(f[_SERVER_HOST]), int(server_port) if server_port else None),
         }
         if state is not None:
             scope["state"] = state.copy()  # a shallow copy per request (spec)
