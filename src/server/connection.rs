@@ -17,7 +17,7 @@ use crate::bridge::pending::ConnInfo;
 use crate::bridge::relay::RelayExecutor;
 use crate::bridge::wakeup::{Event, LogText};
 use crate::config::HttpMode;
-use crate::server::conn_state::ConnCtx;
+use crate::server::conn_state::{ConnBusy, ConnCtx};
 use crate::server::cork::IoSignals;
 use crate::server::detect::{sniff, Replay};
 use crate::server::h2_guard::H2Guard;
@@ -217,7 +217,12 @@ pub(crate) async fn serve_connection<S>(
         // its whole life, so an unboxed ~2 KiB future would sit in each idle keep-alive
         // connection.
         let conn_ctx = ctx.clone();
-        let service = service_fn(move |req| Box::pin(handle_request(req, conn_ctx.clone())));
+        let service = service_fn(move |req| {
+            // Owed from the moment hyper has the head, before the future first runs: hyper
+            // may read the client's end of stream in between (see `ConnCtx::hold_eof`).
+            let owed = ConnBusy::new(conn_ctx.clone());
+            Box::pin(handle_request(req, conn_ctx.clone(), Some(owed)))
+        });
         let connection = http1_builder(&shared, tls)
             .serve_connection(TokioIo::new(io), service)
             .with_upgrades();
