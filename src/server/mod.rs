@@ -23,6 +23,7 @@ pub(crate) mod service;
 pub(crate) mod side_wake;
 pub(crate) mod stamp;
 pub(crate) mod static_route;
+pub(crate) mod tls_records;
 pub(crate) mod websocket;
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
