@@ -59,6 +59,7 @@ _SECTIONS: tuple[tuple[str, tuple[str, ...]], ...] = (
             "header",
             "timeout_keep_alive",
             "timeout_graceful_shutdown",
+            "shutdown_delay",
             "timeout_request",
         ),
     ),
@@ -336,6 +337,16 @@ def _print_version(ctx: click.Context, param: click.Parameter, value: bool) -> N
     type=_Seconds(),
     default=_DEFAULTS["timeout_graceful_shutdown"],
     help="On shutdown, wait at most this long for requests in flight ('none': no limit).",
+)
+@_option(
+    "--shutdown-delay",
+    type=float,
+    default=_DEFAULTS["shutdown_delay"],
+    help=(
+        "On SIGTERM/SIGINT, answer /readyz with 503 at once but go on serving normally for "
+        "this many seconds before the graceful shutdown starts, so that load balancers "
+        "checking /readyz stop sending first (a second signal starts it at once)."
+    ),
 )
 @_option(
     "--timeout-request",

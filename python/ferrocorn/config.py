@@ -499,6 +499,7 @@ class Config:
         log_format: str = "text",
         access_log: bool = True,
         timeout_graceful_shutdown: float | None = 30.0,
+        shutdown_delay: float = 0.0,
         timeout_request: float | None = None,
         timeout_keep_alive: float = 5,
         factory: bool = False,
@@ -607,6 +608,9 @@ class Config:
             if timeout_graceful_shutdown is None
             else _check_seconds("timeout_graceful_shutdown", timeout_graceful_shutdown)
         )
+        # On SIGTERM/SIGINT: /readyz answers 503 at once, serving goes on this long, then
+        # the drain (a load balancer's lame-duck period, long enough for its checks to see).
+        self.shutdown_delay = _check_seconds("shutdown_delay", shutdown_delay)
         self.timeout_keep_alive = _check_seconds("timeout_keep_alive", timeout_keep_alive)
         # An HTTP app call still running this long after its request arrived is cancelled
         # (_asgi.py `_with_request_timeout`); None: never.

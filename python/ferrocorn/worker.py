@@ -62,6 +62,9 @@ class WorkerServer(Server):
     def _open_probes(self) -> None:
         return None  # the supervisor serves the probes
 
+    def _shutdown_delay(self) -> float:
+        return 0.0  # the supervisor waits out --shutdown-delay before it stops the workers
+
     def _open_metrics_endpoint(self) -> None:
         fd, self._metrics_fd = self._metrics_fd, None
         if fd is None:
