@@ -429,6 +429,10 @@ class Supervisor:
         self._stop_at = None
         for worker in self.workers:
             self._terminate(worker)
+        # No worker will be started on them again: once each worker's core has stopped
+        # accepting (and taken what was queued), a new connection is refused, not queued on
+        # our copy of the socket for nobody.
+        self._close_sockets()
         timeout = self.config.timeout_graceful_shutdown
         if timeout is not None:
             self._stop_deadline = time.monotonic() + timeout + SHUTDOWN_MARGIN
