@@ -29,6 +29,7 @@ ALL_FLAGS = [
     "--access-log",
     "--no-access-log",
     "--timeout-graceful-shutdown",
+    "--shutdown-delay",
     "--factory",
     "--app-dir",
     "--no-server-header",
@@ -61,6 +62,15 @@ def test_help_lists_all_flags():
     assert proc.returncode == 0, out
     missing = [flag for flag in ALL_FLAGS if flag not in out]
     assert not missing, "flags missing from --help: %r" % missing
+
+
+def test_help_says_what_the_signals_do():
+    proc = run_ferrocorn("--help")
+    out = text(proc)
+    assert proc.returncode == 0, out
+    signals = out[out.index("Signals:") :]
+    for line_start in ("SIGTERM, SIGINT", "SIGHUP", "SIGTTIN/SIGTTOU"):
+        assert "\n    " + line_start in signals, signals
 
 
 def assert_one_line_error(proc, *needles):
