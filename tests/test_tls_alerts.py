@@ -7,6 +7,7 @@ cryptography, the test owns the socket, so it can corrupt a record, send an over
 a handshake message in the clear, and then hand every byte the server sent back to the TLS
 object, which names the alert it finds (alerts after the handshake are encrypted)."""
 
+import os
 import socket
 import ssl
 import struct
@@ -146,6 +147,9 @@ class Tls13Sealer:
 def sealer_client(server, c, tmp_path):
     keylog = str(tmp_path / "keys.log")
     client = RawTls(server.port, c.ca_pem, VERSIONS["tls1.3"], keylog=keylog)
+    if not os.path.exists(keylog):  # PyPy 3.9's ssl writes no key log
+        client.close()
+        pytest.skip("this Python's ssl module writes no key log")
     return client, Tls13Sealer(keylog, client.tls.cipher()[0])
 
 
