@@ -220,7 +220,7 @@ class Server:
             app,
             loop,
             runner,
-            config,
+            self._core_config(),
             forwarded_app=forwarded_app,
             forwarded_runner=forwarded_runner,
             state=state,
@@ -261,6 +261,10 @@ class Server:
         """The core's counts for a metrics snapshot (after it closed: its last ones, which a
         worker's final snapshot carries)."""
         return self._core.server_counts() if self._core is not None else self._closed_counts
+
+    def _core_config(self) -> Config:
+        """The configuration the core reads (overridden by worker.WorkerServer)."""
+        return self.config
 
     def _open_probes(self) -> ProbeServer | None:
         """The --health-port probes (overridden by worker.WorkerServer: the supervisor's)."""
