@@ -49,6 +49,15 @@ def test_help_lists_all_flags():
     assert not missing, "flags missing from --help: %r" % missing
 
 
+def test_help_says_what_the_signals_do():
+    proc = run_ferrocorn("--help")
+    out = text(proc)
+    assert proc.returncode == 0, out
+    signals = out[out.index("Signals:") :]
+    for line_start in ("SIGTERM, SIGINT", "SIGHUP", "SIGTTIN/SIGTTOU"):
+        assert "\n    " + line_start in signals, signals
+
+
 def assert_one_line_error(proc, *needles):
     out = text(proc)
     assert proc.returncode == 1, out

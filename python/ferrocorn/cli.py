@@ -184,6 +184,17 @@ def _params() -> list[click.Parameter]:
 @click.command(
     cls=_SectionedCommand,
     params=_params(),
+    epilog=(
+        "\b\nSignals:\n"
+        "  SIGTERM, SIGINT  graceful shutdown: /readyz answers 503, --shutdown-delay passes,\n"
+        "                   then no new connections, requests in flight finish within\n"
+        "                   --timeout-graceful-shutdown; a second signal ends the delay, a\n"
+        "                   further SIGINT quits at once\n"
+        "  SIGHUP           with --workers > 1: replace the workers one at a time (each new one\n"
+        "                   serves before the old one stops); one process with TLS: reload the\n"
+        "                   certificate files\n"
+        "  SIGTTIN/SIGTTOU  with --workers > 1: one worker more / fewer"
+    ),
     context_settings={
         "auto_envvar_prefix": "FERROCORN",
         "help_option_names": ["-h", "--help"],

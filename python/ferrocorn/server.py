@@ -49,6 +49,9 @@ class Server:
     def __init__(self, config: Config) -> None:
         self.config = config
         self.should_exit = False
+        # --shutdown-delay: when the lame-duck period that a stop signal began ends.
+        self._stop_at: float | None = None
+        self._lame_duck_logged = False
         self.force_exit = False
         self.started = False
         self.exit_code = EXIT_OK
@@ -140,12 +143,13 @@ class Server:
                     loop_lag = LoopLag(self.metrics, loop)
                     loop_lag.start()
                 self.started = True
-                if self._probes is not None and not self.should_exit:
+                if self._probes is not None and not self._stopping():
                     self._probes.set_ready(True)  # before the line that says it serves
                 self._log_started()
                 ticks = 0
                 while not self.should_exit and not self._max_requests_reached():
                     await asyncio.sleep(_TICK)
+                    self._check_lame_duck()
                     self._check_access_log()
                     if self._tls_reloader is not None:
                         self._tls_reloader.tick()
@@ -216,7 +220,7 @@ class Server:
             app,
             loop,
             runner,
-            config,
+            self._core_config(),
             forwarded_app=forwarded_app,
             forwarded_runner=forwarded_runner,
             state=state,
@@ -258,6 +262,10 @@ class Server:
         worker's final snapshot carries)."""
         return self._core.server_counts() if self._core is not None else self._closed_counts
 
+    def _core_config(self) -> Config:
+        """The configuration the core reads (overridden by worker.WorkerServer)."""
+        return self.config
+
     def _open_probes(self) -> ProbeServer | None:
         """The --health-port probes (overridden by worker.WorkerServer: the supervisor's)."""
         if self.config.health_port is None:
@@ -276,7 +284,7 @@ class Server:
             sock,
             self._connections,
             self._server_counts,
-            ready=lambda: self.started and not self.should_exit,
+            ready=lambda: self.started and not self._stopping(),
         )
 
     async def _stop_metrics(self) -> None:
@@ -390,7 +398,31 @@ class Server:
         self._not_ready()
         if self.should_exit and sig == signal.SIGINT:
             self.force_exit = True
+        elif self._stop_at is None and not self.should_exit and self._shutdown_delay() > 0:
+            # The lame duck: serving on, unready, until the serving loop sees the time up.
+            self._stop_at = time.monotonic() + self._shutdown_delay()
         else:
+            self.should_exit = True  # a second signal ends the lame duck at once
+
+    def _shutdown_delay(self) -> float:
+        """--shutdown-delay (overridden by worker.WorkerServer: the supervisor keeps it)."""
+        return self.config.shutdown_delay
+
+    def _stopping(self) -> bool:
+        """A stop signal came: in the lame-duck period or shutting down."""
+        return self.should_exit or self._stop_at is not None
+
+    def _check_lame_duck(self) -> None:
+        """In the serving loop: log the lame duck's start, and end it when its time is up."""
+        if self._stop_at is None:
+            return
+        if not self._lame_duck_logged:
+            self._lame_duck_logged = True
+            logger.info(
+                "Not ready (/readyz answers 503); serving on for %ss before shutting down.",
+                self.config.shutdown_delay,
+            )
+        if time.monotonic() >= self._stop_at:
             self.should_exit = True
 
 

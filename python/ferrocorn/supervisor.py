@@ -152,6 +152,8 @@ class Supervisor:
         self._wake_fd: int | None = None
         self._stopping = False
         self._stop_deadline: float | None = None
+        # --shutdown-delay: when the lame-duck period a stop signal began ends.
+        self._stop_at: float | None = None
         self._failed_starts = 0
         self._next_start = 0.0  # no start before this (after a failed start)
         self._roll_queue: list[_Worker] = []  # old workers SIGHUP still has to replace
@@ -301,6 +303,8 @@ class Supervisor:
             if self._stopping:
                 if not self.workers:
                     return
+                if self._stop_at is not None and time.monotonic() >= self._stop_at:
+                    self._stop_workers()
                 self._enforce_stop_deadline()
                 continue
             now = time.monotonic()
@@ -325,6 +329,8 @@ class Supervisor:
         if self._stopping:
             if self._stop_deadline is not None:
                 deadlines.append(self._stop_deadline)
+            if self._stop_at is not None:
+                deadlines.append(self._stop_at)
         else:
             if self._reload_at is not None:
                 deadlines.append(self._reload_at)
@@ -389,6 +395,10 @@ class Supervisor:
                     logger.info("Received SIGTTOU: keeping the last worker.")
 
     def _stop(self, sig: int | None) -> None:
+        if self._stopping and self._stop_at is not None:
+            # A second signal in the lame-duck period: the workers stop now.
+            self._stop_workers()
+            return
         if self._stopping:
             if sig == signal.SIGINT:
                 logger.warning("Forced quit: killing %d worker(s).", len(self.workers))
@@ -404,8 +414,25 @@ class Supervisor:
             )
         if self._reloader is not None:
             self._reloader.stop()
+        delay = self.config.shutdown_delay
+        if sig is not None and delay > 0:
+            # The lame duck: /readyz says 503 from now on (`_update_probes`), the workers
+            # serve on until `_loop` sees the time up.
+            self._stop_at = time.monotonic() + delay
+            logger.info(
+                "Not ready (/readyz answers 503); serving on for %ss before stopping.", delay
+            )
+            return
+        self._stop_workers()
+
+    def _stop_workers(self) -> None:
+        self._stop_at = None
         for worker in self.workers:
             self._terminate(worker)
+        # No worker will be started on them again: once each worker's core has stopped
+        # accepting (and taken what was queued), a new connection is refused, not queued on
+        # our copy of the socket for nobody.
+        self._close_sockets()
         timeout = self.config.timeout_graceful_shutdown
         if timeout is not None:
             self._stop_deadline = time.monotonic() + timeout + SHUTDOWN_MARGIN

@@ -15,6 +15,7 @@ port of its own.
 from __future__ import annotations
 
 import argparse
+import copy
 import logging
 import os
 import signal
@@ -61,6 +62,19 @@ class WorkerServer(Server):
 
     def _open_probes(self) -> None:
         return None  # the supervisor serves the probes
+
+    def _core_config(self) -> Config:
+        # Under a supervisor the worker serves on past --limit-max-requests until its
+        # replacement serves (the supervisor then stops it): the core must not start its own
+        # drain at the limit, which would leave the slot's connections queued meanwhile.
+        if self._pipe_fd is None or self.config.limit_max_requests is None:
+            return self.config
+        config = copy.copy(self.config)
+        config.limit_max_requests = None
+        return config
+
+    def _shutdown_delay(self) -> float:
+        return 0.0  # the supervisor waits out --shutdown-delay before it stops the workers
 
     def _open_metrics_endpoint(self) -> None:
         fd, self._metrics_fd = self._metrics_fd, None

@@ -116,6 +116,9 @@ pub(crate) enum Piece {
 /// Told once when a request body has been read to its end or given up (see `BodyReader::watch`).
 pub(crate) trait BodyWatch: Send + Sync {
     fn body_ended(&self);
+
+    /// The reader waits for hyper to hand over more of the body (`cx` is the reader's).
+    fn body_waiting(&self, _cx: &mut Context<'_>) {}
 }
 
 pub(crate) struct BodyReader {
@@ -266,7 +269,15 @@ impl BodyReader {
 
     /// The next frame, or how the wait ended without one.
     async fn frame(&mut self, consumer: &impl Fn() -> Consumer) -> Result<Polled, Piece> {
-        let mut frame = self.body.frame();
+        let watch = self.watch.as_deref();
+        let mut next = self.body.frame();
+        let mut frame = poll_fn(|cx| {
+            let polled = Pin::new(&mut next).poll(cx);
+            if let (Poll::Pending, Some(watch)) = (&polled, watch) {
+                watch.body_waiting(cx);
+            }
+            polled
+        });
         // Already buffered (the usual case for bodies sent with their head): no timer.
         if let Poll::Ready(polled) = poll_fn(|cx| Poll::Ready(Pin::new(&mut frame).poll(cx))).await
         {

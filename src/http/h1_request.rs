@@ -3,11 +3,14 @@
 //! hyper already refuses what breaks framing (conflicting Content-Length, a Transfer-Encoding
 //! that does not end in chunked, Transfer-Encoding in HTTP/1.0) and closes the connection after
 //! a request that had both Content-Length and Transfer-Encoding. What it lets through, and the
-//! RFC does not: a missing, repeated or invalid Host (§3.2, a MUST), and transfer codings
-//! other than chunked, which it would hand to the app still applied (§6.1, 501).
+//! RFC does not: a missing, repeated or invalid Host (§3.2, a MUST), a request-target of none
+//! of the four forms (§3.2: `GET !`, authority-form outside CONNECT, `*` outside OPTIONS), an
+//! absolute-form whose authority is no valid host (§3.2.2: it, not Host, names the host),
+//! chunked applied twice (§6.1: a 400, as the framing is no longer certain), and transfer
+//! codings other than chunked, which it would hand to the app still applied (§6.1, 501).
 
 use http::header::{HeaderMap, HOST, TRANSFER_ENCODING};
-use http::{StatusCode, Version};
+use http::{Method, StatusCode, Uri, Version};
 
 /// Why a request head is refused, with the status to answer.
 #[derive(Debug, PartialEq, Eq)]
@@ -15,6 +18,8 @@ pub(crate) enum HeadProblem {
     MissingHost,
     RepeatedHost,
     InvalidHost,
+    InvalidTarget,
+    ChunkedTwice,
     UnsupportedTransferCoding,
 }
 
@@ -31,9 +36,14 @@ impl HeadProblem {
 /// Content-Length (or none at all), so there is no Transfer-Encoding to look at.
 pub(crate) fn check_head(
     version: Version,
+    method: &Method,
+    target: &Uri,
     headers: &HeaderMap,
     length_known: bool,
 ) -> Option<HeadProblem> {
+    if let Some(problem) = check_target(method, target) {
+        return Some(problem);
+    }
     let mut hosts = headers.get_all(HOST).iter();
     match (hosts.next(), hosts.next()) {
         // Only HTTP/1.1 requires one: an HTTP/1.0 client may leave it out.
@@ -49,13 +59,42 @@ pub(crate) fn check_head(
     if length_known {
         return None;
     }
-    let unsupported = headers.get_all(TRANSFER_ENCODING).iter().any(|value| {
-        value.as_bytes().split(|&b| b == b',').any(|coding| {
-            let coding = coding.trim_ascii();
-            !coding.is_empty() && !coding.eq_ignore_ascii_case(b"chunked")
+    // Every coding of every Transfer-Encoding field, in order (empty list elements skipped).
+    let codings = || {
+        headers.get_all(TRANSFER_ENCODING).iter().flat_map(|value| {
+            value
+                .as_bytes()
+                .split(|&b| b == b',')
+                .map(<[u8]>::trim_ascii)
+                .filter(|coding| !coding.is_empty())
         })
-    });
-    unsupported.then_some(HeadProblem::UnsupportedTransferCoding)
+    };
+    let is_chunked = |coding: &[u8]| coding.eq_ignore_ascii_case(b"chunked");
+    if codings().filter(|c| is_chunked(c)).count() > 1 {
+        return Some(HeadProblem::ChunkedTwice);
+    }
+    codings()
+        .any(|c| !is_chunked(c))
+        .then_some(HeadProblem::UnsupportedTransferCoding)
+}
+
+/// RFC 9112 §3.2's four forms, as the http crate parsed the target: origin-form (a path from
+/// `/`), absolute-form (a scheme; its authority must be a valid host, with no userinfo, as it
+/// replaces Host), authority-form (an authority alone: CONNECT only) and asterisk-form
+/// (OPTIONS only). Anything else (`!`, which parses as an authority) names no resource.
+fn check_target(method: &Method, target: &Uri) -> Option<HeadProblem> {
+    let valid = if target.scheme().is_some() {
+        target
+            .authority()
+            .is_some_and(|a| !a.host().is_empty() && is_valid_host(a.as_str().as_bytes()))
+    } else if target.authority().is_some() {
+        method == Method::CONNECT
+    } else if target.path() == "*" {
+        method == Method::OPTIONS
+    } else {
+        target.path().starts_with('/')
+    };
+    (!valid).then_some(HeadProblem::InvalidTarget)
 }
 
 /// reg-name characters (RFC 3986 §3.2.2: unreserved, pct-encoded's `%`, sub-delims).
@@ -113,6 +152,79 @@ fn is_valid_host(value: &[u8]) -> bool {
 mod tests {
     use super::*;
     use http::HeaderValue;
+
+    fn check_head(
+        version: Version,
+        headers: &HeaderMap,
+        length_known: bool,
+    ) -> Option<HeadProblem> {
+        super::check_head(
+            version,
+            &Method::GET,
+            &Uri::from_static("/"),
+            headers,
+            length_known,
+        )
+    }
+
+    fn target(method: &str, target: &str) -> Option<HeadProblem> {
+        let method = Method::from_bytes(method.as_bytes()).unwrap();
+        check_target(&method, &target.parse().unwrap())
+    }
+
+    #[test]
+    fn targets_of_the_four_forms_only() {
+        for (method, good) in [
+            ("GET", "/"),
+            ("GET", "/a?b=c"),
+            ("GET", "http://example.com:8080/p?q"),
+            ("GET", "http://example.com"),
+            ("GET", "https://[::1]:8443/"),
+            ("CONNECT", "example.com:443"),
+            ("OPTIONS", "*"),
+        ] {
+            assert_eq!(target(method, good), None, "{method} {good}");
+        }
+        for (method, bad) in [
+            ("GET", "!"),
+            ("GET", "example.com:443"),
+            ("POST", "example.com"),
+            ("GET", "*"),
+            ("GET", "http://user@example.com/"),
+        ] {
+            assert_eq!(
+                target(method, bad),
+                Some(HeadProblem::InvalidTarget),
+                "{method} {bad}"
+            );
+        }
+        assert_eq!(HeadProblem::InvalidTarget.status(), StatusCode::BAD_REQUEST);
+    }
+
+    #[test]
+    fn chunked_applied_twice_is_refused() {
+        let v11 = Version::HTTP_11;
+        for fields in [
+            &[&b"chunked, chunked"[..]][..],
+            &[b"chunked", b"chunked"],
+            &[b"chunked,Chunked"],
+            &[b"gzip, chunked", b"chunked"],
+        ] {
+            let mut map = head(&[("host", b"a")]);
+            for value in fields {
+                map.append(TRANSFER_ENCODING, HeaderValue::from_bytes(value).unwrap());
+            }
+            assert_eq!(
+                check_head(v11, &map, false),
+                Some(HeadProblem::ChunkedTwice),
+                "{fields:?}"
+            );
+        }
+        let mut map = head(&[("host", b"a")]);
+        map.append(TRANSFER_ENCODING, HeaderValue::from_static("chunked, "));
+        assert_eq!(check_head(v11, &map, false), None);
+        assert_eq!(HeadProblem::ChunkedTwice.status(), StatusCode::BAD_REQUEST);
+    }
 
     fn head(headers: &[(&str, &[u8])]) -> HeaderMap {
         let mut map = HeaderMap::new();

@@ -3,7 +3,8 @@
 //! parking).
 
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll, Waker};
 use std::time::Instant;
 
 use tokio::sync::OwnedSemaphorePermit;
@@ -24,6 +25,16 @@ pub(crate) struct ConnCtx {
     pub(crate) response_budget: Arc<ByteBudget>,
     signals: Arc<IoSignals>,
     in_flight: AtomicUsize,
+    /// Requests being read (a body still arriving); `in_flight` counts them too.
+    bodies_arriving: AtomicUsize,
+    /// HTTP/1: the client's end of stream, held back from hyper while responses are owed
+    /// (see `hold_eof`); the task to wake when the last is done.
+    eof_waker: Mutex<Option<Waker>>,
+    eof_held: AtomicBool,
+    /// The body reader that last waited for hyper (see `body_waiting`), and whether it
+    /// waited while the end of stream was held: then the body is cut short.
+    body_waker: Mutex<Option<Waker>>,
+    body_starved: AtomicBool,
     /// Whether a request has ever started on this connection (see `drive`'s drain grace).
     started: AtomicBool,
     idle_since: Stamp,
@@ -43,6 +54,11 @@ impl ConnCtx {
             shared,
             signals,
             in_flight: AtomicUsize::new(0),
+            bodies_arriving: AtomicUsize::new(0),
+            eof_waker: Mutex::new(None),
+            eof_held: AtomicBool::new(false),
+            body_waker: Mutex::new(None),
+            body_starved: AtomicBool::new(false),
             started: AtomicBool::new(false),
             idle_since: Stamp::now(),
             http10: Http10Heads::default(),
@@ -161,15 +177,72 @@ impl ConnCtx {
     fn leave(&self) {
         self.idle_since.set_now();
         self.signals.went_idle();
-        self.in_flight.fetch_sub(1, Ordering::SeqCst);
+        let left = self.in_flight.fetch_sub(1, Ordering::SeqCst) - 1;
+        if left == 0 && self.eof_held.load(Ordering::SeqCst) {
+            // The last response is out: hyper may see the client's end of stream now.
+            self.wake_eof_holder();
+        }
+    }
+
+    /// A request body is still to be read (it counts as in flight until it ends).
+    pub(crate) fn body_arriving(&self) {
+        self.bodies_arriving.fetch_add(1, Ordering::SeqCst);
+        self.enter();
+    }
+
+    /// HTTP/1 half-close (RFC 9112 §9.6: a client may close its sending side and still read
+    /// the response), asked at the read that found the client's end of stream. While a
+    /// request owes its response, the end of stream is held back (Pending; this task is woken
+    /// when nothing is owed any more), so hyper does not drop the request as abandoned.
+    /// A body still arriving is the exception: if its reader waits for bytes while the end
+    /// is held, they can never come, and hyper gets the end (the body fails, the app hears
+    /// `http.disconnect`). A client that is really gone is noticed when a write to it fails;
+    /// one that resets the connection, at once (a reset is an error, not an end of stream).
+    pub(crate) fn hold_eof(&self, cx: &mut Context<'_>) -> Poll<()> {
+        if self.in_flight.load(Ordering::SeqCst) == 0 {
+            return Poll::Ready(());
+        }
+        let body_open = self.bodies_arriving.load(Ordering::SeqCst) > 0;
+        if body_open && self.body_starved.load(Ordering::SeqCst) {
+            return Poll::Ready(());
+        }
+        if let Ok(mut waker) = self.eof_waker.lock() {
+            *waker = Some(cx.waker().clone());
+        }
+        self.eof_held.store(true, Ordering::SeqCst);
+        if body_open {
+            // The reader may be waiting already: it looks again, and says if it still waits.
+            if let Some(waker) = self.body_waker.lock().ok().and_then(|mut w| w.take()) {
+                waker.wake();
+            }
+        }
+        // Re-checked after publishing the waker: a `leave` in between would have missed it.
+        if self.in_flight.load(Ordering::SeqCst) == 0 {
+            return Poll::Ready(());
+        }
+        Poll::Pending
+    }
+
+    fn wake_eof_holder(&self) {
+        if let Some(waker) = self.eof_waker.lock().ok().and_then(|mut w| w.take()) {
+            waker.wake();
+        }
     }
 }
 
-/// A request body keeps its connection busy until it ends, like a response does. An app may
-/// answer first and read the body after: a pause in that body is not idle time (for the
-/// keep-alive timer, and for parking, which hyper would take for the client leaving mid-body).
 impl BodyWatch for ConnCtx {
     fn body_ended(&self) {
+        self.bodies_arriving.fetch_sub(1, Ordering::SeqCst);
         self.leave();
+    }
+
+    fn body_waiting(&self, cx: &mut Context<'_>) {
+        if self.eof_held.load(Ordering::SeqCst) {
+            // Waiting for bytes after the client's end of stream: the body is cut short.
+            self.body_starved.store(true, Ordering::SeqCst);
+            self.wake_eof_holder();
+        } else if let Ok(mut waker) = self.body_waker.lock() {
+            *waker = Some(cx.waker().clone());
+        }
     }
 }

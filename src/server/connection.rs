@@ -15,7 +15,7 @@ use tokio::sync::watch;
 
 use crate::bridge::{ConnInfo, Event, LogText, RelayExecutor};
 use crate::config::HttpMode;
-use crate::server::conn_state::ConnCtx;
+use crate::server::conn_state::{ConnBusy, ConnCtx, IdleState};
 use crate::server::cork::IoSignals;
 use crate::server::detect::{sniff, Replay};
 use crate::server::h2_guard::H2Guard;
@@ -200,6 +200,7 @@ pub(crate) async fn serve_connection<S>(
             rules,
             &mut lifecycle,
             None,
+            false,
         )
         .await;
         return;
@@ -215,7 +216,12 @@ pub(crate) async fn serve_connection<S>(
         // its whole life, so an unboxed ~2 KiB future would sit in each idle keep-alive
         // connection.
         let conn_ctx = ctx.clone();
-        let service = service_fn(move |req| Box::pin(handle_request(req, conn_ctx.clone())));
+        let service = service_fn(move |req| {
+            // Owed from the moment hyper has the head, before the future first runs: hyper
+            // may read the client's end of stream in between (see `ConnCtx::hold_eof`).
+            let owed = ConnBusy::new(conn_ctx.clone());
+            Box::pin(handle_request(req, conn_ctx.clone(), Some(owed)))
+        });
         let connection = http1_builder(&shared, tls)
             .serve_connection(TokioIo::new(io), service)
             .with_upgrades();
@@ -227,6 +233,7 @@ pub(crate) async fn serve_connection<S>(
             rules,
             &mut lifecycle,
             park_after,
+            true,
         );
         let Some(parked) = driven.await else {
             return;
@@ -268,14 +275,16 @@ async fn drive<C, G>(
     rules: IdleRules,
     lifecycle: &mut watch::Receiver<Lifecycle>,
     park_after: Option<Duration>,
+    http1_grace: bool,
 ) -> Option<Pin<Box<C>>>
 where
     C: Future,
     G: Fn(Pin<&mut C>),
 {
     let mut shut_down = false;
-    // Set when the server starts draining before this connection started a request.
+    // While draining: when the grace for the next request (or the first) is up.
     let mut first_request_by: Option<Instant> = None;
+    let mut drain_started: Option<Instant> = None;
     let mut park_declined_at: Option<Instant> = None;
     let side = SideWake::new();
     loop {
@@ -284,17 +293,39 @@ where
             return None;
         }
         if !shut_down && state >= Lifecycle::Draining {
-            // Idle keep-alive connections close now; busy ones after their response
-            // (HTTP/2: GOAWAY, then the open streams finish). A connection that has not
-            // started a request yet gets FIRST_REQUEST_GRACE to start one: hyper's graceful
-            // shutdown would close it unread.
-            let by = *first_request_by.get_or_insert_with(|| Instant::now() + FIRST_REQUEST_GRACE);
-            if ctx.has_started_a_request() || Instant::now() >= by {
-                graceful_shutdown(connection.as_mut());
-                shut_down = true;
+            // Busy connections are shut down now: hyper ends them after their response
+            // (HTTP/1: with `Connection: close`; HTTP/2: GOAWAY, then the open streams
+            // finish). A connection that has not started a request yet gets
+            // FIRST_REQUEST_GRACE to start one: hyper's graceful shutdown would close it
+            // unread. So does an idle HTTP/1 keep-alive connection (`http1_grace`), counted
+            // from its last response: a busy client's next request is usually on its way,
+            // and answered (with `Connection: close`) rather than met by a closed socket.
+            let now = Instant::now();
+            let drained_at = *drain_started.get_or_insert(now);
+            let wait_until = if !ctx.has_started_a_request() {
+                Some(drained_at + FIRST_REQUEST_GRACE)
+            } else if !http1_grace {
+                None
+            } else {
+                match ctx.idle_state() {
+                    None => None, // in flight: hyper closes after its response
+                    // Its head is arriving: wait for it to be read.
+                    Some(IdleState {
+                        head_started: Some(_),
+                        ..
+                    }) => Some(now + FIRST_REQUEST_POLL),
+                    Some(idle) => Some(idle.since + FIRST_REQUEST_GRACE),
+                }
+            };
+            match wait_until {
+                Some(by) if now < by => first_request_by = Some(by),
+                _ => {
+                    graceful_shutdown(connection.as_mut());
+                    shut_down = true;
+                }
             }
         }
-        // The idle timer: re-armed on every pass. While draining before the first request,
+        // The idle timer: re-armed on every pass. While draining before the next request,
         // a short poll for its start instead.
         let next = match (shut_down, first_request_by) {
             (true, _) => None,

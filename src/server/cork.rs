@@ -15,7 +15,7 @@ use std::io;
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 use std::sync::Arc;
-use std::task::{Context, Poll};
+use std::task::{Context, Poll, Wake, Waker};
 use std::time::Instant;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -76,6 +76,11 @@ impl IoSignals {
         self.always.store(true, Ordering::Relaxed);
     }
 
+    /// Whether writes go straight out for good (`disable_corking`).
+    pub(crate) fn corking_disabled(&self) -> bool {
+        self.always.load(Ordering::Relaxed)
+    }
+
     fn take(&self) -> bool {
         self.always.load(Ordering::Relaxed) || self.once.swap(false, Ordering::Relaxed)
     }
@@ -117,7 +122,7 @@ impl IoSignals {
     }
 }
 
-pub(crate) struct Corked<T> {
+pub(crate) struct Corked<T: AsyncWrite + Unpin> {
     inner: T,
     signals: Arc<IoSignals>,
     /// The last read returned data and hyper has not read again since: it may be parsing
@@ -131,7 +136,7 @@ pub(crate) struct Corked<T> {
     write_blocked: bool,
 }
 
-impl<T> Corked<T> {
+impl<T: AsyncWrite + Unpin> Corked<T> {
     pub(crate) fn new(inner: T, signals: Arc<IoSignals>) -> Self {
         Corked {
             inner,
@@ -280,12 +285,33 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Corked<T> {
     }
 }
 
+/// A connection dropped with bytes held (an error ended it): one last write that does not
+/// wait. Over TLS these are rustls' last records, a fatal alert above all: rustls writes it
+/// from inside a read (the read that found the bad record), which is input hyper has not
+/// asked past, so the cork holds it; the error then ends the connection with no flush.
+/// Without this the peer would get a bare close instead of the alert (RFC 8446 §5.2, §6).
+impl<T: AsyncWrite + Unpin> Drop for Corked<T> {
+    fn drop(&mut self) {
+        if self.written < self.held.len() {
+            let waker = Waker::from(Arc::new(NoWake));
+            let _ = self.poll_drain(&mut Context::from_waker(&waker));
+        }
+    }
+}
+
+/// Nothing to wake: the connection is gone (`Waker::noop` needs a newer Rust than ours).
+struct NoWake;
+
+impl Wake for NoWake {
+    fn wake(self: Arc<Self>) {}
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-    fn corked<T>(inner: T) -> (Corked<T>, Arc<IoSignals>) {
+    fn corked<T: AsyncWrite + Unpin>(inner: T) -> (Corked<T>, Arc<IoSignals>) {
         let signals = Arc::new(IoSignals::default());
         (Corked::new(inner, signals.clone()), signals)
     }
@@ -316,6 +342,21 @@ mod tests {
         // Not parked any more: a shutdown goes through.
         io.shutdown().await.unwrap();
         assert_eq!(client.read(&mut buf).await.unwrap(), 0);
+    }
+
+    #[tokio::test]
+    async fn held_bytes_go_out_when_the_connection_is_dropped() {
+        let (mut client, server) = tokio::io::duplex(1024);
+        let (mut io, _signals) = corked(server);
+        client.write_all(b"request").await.unwrap();
+        let mut buf = [0u8; 64];
+        assert_eq!(io.read(&mut buf).await.unwrap(), 7);
+        // Written after a read hyper has not asked past: held.
+        io.write_all(b"alert").await.unwrap();
+        drop(io);
+        let mut got = Vec::new();
+        client.read_to_end(&mut got).await.unwrap();
+        assert_eq!(got, b"alert");
     }
 
     #[tokio::test]

@@ -159,7 +159,18 @@ impl<S: AsyncRead + Unpin> AsyncRead for Replay<S> {
             }
             return Poll::Ready(Ok(()));
         }
-        Pin::new(&mut this.inner).poll_read(cx, buf)
+        let before = buf.filled().len();
+        let read = Pin::new(&mut this.inner).poll_read(cx, buf);
+        match (&read, &this.follow) {
+            // The client's end of stream, on an HTTP/1 connection: held while a complete
+            // request still owes its response (see `ConnCtx::hold_eof`).
+            (Poll::Ready(Ok(())), Some(follow))
+                if buf.filled().len() == before && buf.remaining() > 0 =>
+            {
+                follow.ctx.hold_eof(cx).map(Ok)
+            }
+            _ => read,
+        }
     }
 }
 

@@ -11,6 +11,7 @@ use crate::bridge::{ConnInfo, Relayed};
 use crate::server::connection::{serve_connection, Protocol};
 use crate::server::cork::{Corked, IoSignals};
 use crate::server::proxied::{read_header, refuse};
+use crate::server::tls_records::Gathered;
 use crate::server::{ConnectionGuard, ServerShared};
 use crate::tls::{TlsInfo, TlsServer};
 
@@ -140,6 +141,8 @@ async fn handshake_then_serve<S>(
         session,
         identity.server_cert_pem.clone(),
     )));
+    // HTTP/1's pieces gathered into few records (HTTP/2 turns it off at once).
+    let stream = Gathered::new(stream, signals.clone());
     spawn_serving(stream, info, shared, protocol, signals, count);
 }
 

@@ -36,7 +36,8 @@ pub(crate) async fn accept_loop(
     let mut lifecycle = shared.lifecycle.subscribe();
     loop {
         if *lifecycle.borrow_and_update() >= Lifecycle::StopAccepting {
-            return; // Dropping the listener closes the socket.
+            take_the_backlog(listener, &shared);
+            return;
         }
         tokio::select! {
             changed = lifecycle.changed() => {
@@ -51,6 +52,55 @@ pub(crate) async fn accept_loop(
             }
         }
     }
+}
+
+/// Before the listener closes: the connections the kernel already completed (its accept
+/// queue) are taken and served like any other, without waiting for more. Closing the socket
+/// with them queued would reset clients whose connect() had succeeded: a stop must serve a
+/// connection or refuse it, never accept and drop it. (One completing between the last
+/// accept and the close is the only one left; any later connect is refused.)
+fn take_the_backlog(listener: Listener, shared: &Arc<ServerShared>) {
+    match listener {
+        Listener::Tcp(l) => {
+            let Ok(l) = l.into_std() else { return };
+            while let Ok((stream, peer)) = l.accept() {
+                let Ok(stream) = into_tokio_tcp(stream) else {
+                    continue;
+                };
+                let _ = stream.set_nodelay(true);
+                let Ok(local) = stream.local_addr() else {
+                    continue;
+                };
+                start_connection(
+                    SendFile::new(stream),
+                    ConnInfo::new(Some(peer), LocalAddr::Tcp(local)),
+                    shared,
+                );
+            }
+        }
+        Listener::Unix(l, path) => {
+            let Ok(l) = l.into_std() else { return };
+            while let Ok((stream, _)) = l.accept() {
+                let stream = stream
+                    .set_nonblocking(true)
+                    .and_then(|()| tokio::net::UnixStream::from_std(stream));
+                if let Ok(stream) = stream {
+                    start_connection(
+                        stream,
+                        ConnInfo::new(None, LocalAddr::Unix(path.clone())),
+                        shared,
+                    );
+                }
+            }
+        }
+        Listener::Quic(_) => {}
+    }
+    // The std listener, non-blocking (tokio's `into_std` keeps the flag), dropped here.
+}
+
+fn into_tokio_tcp(stream: std::net::TcpStream) -> std::io::Result<tokio::net::TcpStream> {
+    stream.set_nonblocking(true)?;
+    tokio::net::TcpStream::from_std(stream)
 }
 
 async fn accept_one(listener: &Listener, shared: &Arc<ServerShared>) -> std::io::Result<()> {

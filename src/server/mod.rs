@@ -25,6 +25,7 @@ mod service;
 mod side_wake;
 mod stamp;
 mod static_route;
+mod tls_records;
 mod websocket;
 
 // What the core (`core/`) drives: the runtime, the listeners and their accept loops, the

@@ -84,7 +84,8 @@ pub(crate) fn park_due(
 
 /// Waits, parked, until the client sends its next bytes (kept in `io` to replay; true) or the
 /// connection should close: the client closed or failed, an idle limit is up, or the server
-/// is draining (an idle connection closes at once then, as hyper would close it).
+/// is draining (a parked connection has been quiet for `PARK_AFTER`, the drain's grace for a
+/// next request: it closes then, unless its next bytes have just arrived, which are served).
 pub(crate) async fn wait_parked<S: AsyncRead + Unpin>(
     io: &mut Replay<S>,
     ctx: &ConnCtx,
@@ -98,7 +99,13 @@ pub(crate) async fn wait_parked<S: AsyncRead + Unpin>(
     let mut release_at = Some(parked_at + RELEASE_AFTER);
     loop {
         if *lifecycle.borrow_and_update() >= Lifecycle::Draining {
-            return false;
+            // Bytes already there are a request on its way: served (with `Connection:
+            // close`), not closed unread. A read that would wait is not waited for.
+            return tokio::select! {
+                biased;
+                read = io.refill() => matches!(read, Ok(true)),
+                () = std::future::ready(()) => false,
+            };
         }
         let now = Instant::now();
         if release_at.is_some_and(|at| at <= now) {

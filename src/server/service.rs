@@ -29,7 +29,7 @@ use crate::http::headers::{
 };
 use crate::server::admission::Unavailable;
 use crate::server::body_pump::pump_request_body;
-use crate::server::conn_state::{ConnCtx, InFlight};
+use crate::server::conn_state::{ConnBusy, ConnCtx, InFlight};
 use crate::server::early_hints::HintsOut;
 use crate::server::static_route;
 use crate::server::websocket::handle_upgrade;
@@ -42,6 +42,8 @@ use crate::ws::handshake::{
 pub(crate) struct TrackedBody {
     inner: ResponseBody,
     in_flight: Option<InFlight>,
+    /// HTTP/1: the request counts as owed an answer from its head until this body is done.
+    _owed: Option<ConnBusy>,
     /// For a streamed response to a streamed request: fires when the request body fails
     /// (too large, too slow, broken) after the response started, which can then only be
     /// aborted.
@@ -59,6 +61,7 @@ impl TrackedBody {
         response.map(|inner| TrackedBody {
             inner,
             in_flight,
+            _owed: None,
             body_failed,
         })
     }
@@ -109,7 +112,7 @@ pub(crate) async fn handle_h2_request(
     if h2_request_is_malformed(req.method(), req.uri(), req.headers()) {
         return Err(h2::Error::from(h2::Reason::PROTOCOL_ERROR));
     }
-    match handle_request(req, conn).await {
+    match handle_request(req, conn, None).await {
         Ok(mut response) => {
             // HTTP/2 keeps no order across names (HPACK's is the map's): the marker goes.
             strip_marker(response.headers_mut());
@@ -119,17 +122,26 @@ pub(crate) async fn handle_h2_request(
     }
 }
 
+/// `owed`: HTTP/1's mark that the connection owes this request an answer (see
+/// `ConnCtx::hold_eof`), kept until its response body is done.
 pub(crate) async fn handle_request(
     req: Request<Incoming>,
     conn: Arc<ConnCtx>,
+    owed: Option<ConnBusy>,
 ) -> Result<Response<TrackedBody>, Infallible> {
+    let mut response = answer(req, conn).await;
+    response.body_mut()._owed = owed;
+    Ok(response)
+}
+
+async fn answer(req: Request<Incoming>, conn: Arc<ConnCtx>) -> Response<TrackedBody> {
     let arrived = Instant::now();
     // Before anything can answer it (a 503 included): its status line, if HTTP/1.0.
     conn.http10
         .request(req.version(), req.method() == Method::HEAD);
     let in_flight = match admit(&conn, || is_websocket_request(&conn.shared.config, &req)).await {
         Ok(in_flight) => in_flight,
-        Err(refused) => return Ok(refused),
+        Err(refused) => return refused,
     };
     let version = req.version();
     let (mut response, body_failed) = respond(req, &conn, arrived).await;
@@ -143,7 +155,7 @@ pub(crate) async fn handle_request(
     {
         response.body_mut().send_file_by_placeholder();
     }
-    Ok(TrackedBody::new(response, Some(in_flight), body_failed))
+    TrackedBody::new(response, Some(in_flight), body_failed)
 }
 
 /// HTTP/3's service (server/h3/): the request's head is checked already (RFC 9114 §4.2,
@@ -336,7 +348,13 @@ async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>, arrived: Instant) 
     if req.version() != Version::HTTP_2 {
         // The body's length as framed (None: chunked).
         let framed = req.body().size_hint().exact().is_some();
-        if let Some(problem) = check_head(req.version(), req.headers(), framed) {
+        if let Some(problem) = check_head(
+            req.version(),
+            req.method(),
+            req.uri(),
+            req.headers(),
+            framed,
+        ) {
             // The client's mistake, like hyper's own 400s: answered, not logged.
             return (ResponseBody::error(config, problem.status()), None);
         }
@@ -389,7 +407,9 @@ async fn respond_http(
     // The body's length as framed (None: chunked, or HTTP/2 and 3 without content-length).
     let size = body.size_hint().exact();
     let multiplexed = head.version >= Version::HTTP_2;
-    if multiplexed {
+    // HTTP/2 and 3's `:authority`, HTTP/1's absolute-form (RFC 9112 §3.2.2: the target's
+    // authority, not Host, names the host; authority-form is CONNECT's, not a scope's).
+    if multiplexed || head.uri.scheme().is_some() {
         add_host_from_authority(&mut head);
     }
     let expect_continue = expects_continue(&head.headers);
@@ -407,7 +427,7 @@ async fn respond_http(
     }
     let mut reader = BodyReader::new(body, limits.limit, limits.timeout);
     if !reader.is_complete() {
-        conn.enter();
+        conn.body_arriving();
         reader.watch(conn.clone());
     }
     let mut stream = None;

@@ -51,8 +51,9 @@ pub(crate) async fn handle_upgrade(
     let (mut head, _body) = req.into_parts();
     let version = head.version;
     let h2 = version == Version::HTTP_2;
-    if h2 {
-        // The scope's `host` comes from `:authority`, as for HTTP/2's http scopes.
+    if h2 || head.uri.scheme().is_some() {
+        // The scope's `host` comes from `:authority` (or HTTP/1's absolute-form, RFC 9112
+        // §3.2.2), as for http scopes.
         add_host_from_authority(&mut head);
     }
     let key = head

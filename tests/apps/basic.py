@@ -280,6 +280,20 @@ async def route_send_after_disconnect(scope, receive, send, query):
             raise
 
 
+async def route_write_until_gone(scope, receive, send, query):
+    """Streams a small chunk every 50 ms until send() fails; records how (at most 20 s)."""
+    rid = qparam(query, "id")
+    REPORTS[rid] = {"state": "writing"}
+    await send({"type": "http.response.start", "status": 200, "headers": []})
+    try:
+        for _ in range(400):
+            await send({"type": "http.response.body", "body": b"tick\n", "more_body": True})
+            await asyncio.sleep(0.05)
+        REPORTS[rid] = {"state": "done", "raised": None}
+    except BaseException as exc:
+        REPORTS[rid] = {"state": "done", "raised": type(exc).__name__}
+
+
 async def route_report(scope, receive, send, query):
     rid = qparam(query, "id")
     await send_json(send, REPORTS.get(rid))
@@ -498,6 +512,7 @@ ROUTES = {
     "/wait_disconnect": route_wait_disconnect,
     "/send_after_disconnect": route_send_after_disconnect,
     "/report": route_report,
+    "/write_until_gone": route_write_until_gone,
     "/stream": route_stream,
     "/status": route_status,
     "/error/before": route_error_before,

@@ -74,6 +74,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("timeout_graceful_shutdown", "HTTP", Seconds(), 30.0,
         "On shutdown, wait at most this long for requests in flight ('none': no limit).",
         optional=True),
+    Option("shutdown_delay", "HTTP", Seconds(), 0.0,
+        "On SIGTERM/SIGINT, answer /readyz with 503 at once but go on serving normally for "
+        "this many seconds before the graceful shutdown starts, so that load balancers "
+        "checking /readyz stop sending first (a second signal starts it at once)."),
     Option("timeout_request", "HTTP", Seconds(positive=True), None,
         "Cancel an HTTP app call still running this many seconds after its request arrived "
         "(503 with Retry-After if no response started, else the response is aborted; "
