@@ -159,7 +159,9 @@ def test_a_websocket_upgrade_after_parking():
 
 
 def test_draining_closes_parked_connections_at_once():
-    with start_server("tests.apps.basic:app", "--timeout-graceful-shutdown", "20", env=PARK_ENV) as server:
+    with start_server(
+        "tests.apps.basic:app", "--timeout-graceful-shutdown", "20", env=PARK_ENV
+    ) as server:
         conns = [RawConnection(server.port) for _ in range(3)]
         try:
             for conn in conns:
