@@ -17,7 +17,7 @@ use crate::bridge::{ConnInfo, Event, LogText, RelayExecutor};
 use crate::config::HttpMode;
 use crate::server::conn_state::{ConnBusy, ConnCtx, IdleState};
 use crate::server::cork::IoSignals;
-use crate::server::detect::{sniff, Replay};
+use crate::server::detect::{sniff, ReplayRewrite};
 use crate::server::h2_guard::H2Guard;
 use crate::server::idle::{
     earliest, first_bytes_timeout, sleep_until_or_never, IdleCheck, IdleRules,
@@ -146,7 +146,7 @@ async fn detect<S>(
     io: S,
     shared: &ServerShared,
     lifecycle: &mut watch::Receiver<Lifecycle>,
-) -> Option<(Replay<S>, bool)>
+) -> Option<(ReplayRewrite<S>, bool)>
 where
     S: AsyncRead + Unpin,
 {
@@ -175,8 +175,8 @@ pub(crate) async fn serve_connection<S>(
 {
     let mut lifecycle = shared.lifecycle.subscribe();
     let (io, http2) = match protocol {
-        Protocol::Http1 => (Replay::new(io), false),
-        Protocol::Http2 => (Replay::new(io), true),
+        Protocol::Http1 => (ReplayRewrite::new(io), false),
+        Protocol::Http2 => (ReplayRewrite::new(io), true),
         Protocol::Detect => match Box::pin(detect(io, &shared, &mut lifecycle)).await {
             Some(detected) => detected,
             None => return,
@@ -210,7 +210,7 @@ pub(crate) async fn serve_connection<S>(
     // See `server::park`: not over TLS.
     let park_after = (!tls).then(park_after);
     let mut io = io;
-    io.follow_http1(ctx.clone());
+    io.rewrite_http1_output(ctx.clone());
     loop {
         // Boxed per request: hyper keeps room for the service future in every connection for
         // its whole life, so an unboxed ~2 KiB future would sit in each idle keep-alive

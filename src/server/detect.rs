@@ -24,46 +24,47 @@ const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
 /// the whole first request from this buffer.
 const FIRST_READ: usize = 4096;
 
-/// An I/O stream that first yields bytes already read from it. On HTTP/1 connections its
-/// write side also puts marked response heads in the app's header order
-/// (`server::reorder`) and gives HTTP/1.0 requests' responses an `HTTP/1.1` status line
-/// (`server::http10`), when the connection starts with one.
-pub(crate) struct Replay<S> {
+/// An I/O stream that replays bytes already read from it, and on HTTP/1 connections
+/// rewrites hyper's output: it puts marked response heads in the app's header order
+/// (`server::reorder`), gives HTTP/1.0 requests' responses an `HTTP/1.1` status line
+/// (`server::http10`) and writes the app's 103 Early Hints in order (`server::early_hints`),
+/// once `rewrite_http1_output` switched that on.
+pub(crate) struct ReplayRewrite<S> {
     prefix: Bytes,
     inner: S,
-    follow: Option<Box<Follow>>,
+    rewriters: Option<Box<Http1Rewriters>>,
 }
 
-/// The HTTP/1 write side's state: what the service announces, and the two rewriters.
-struct Follow {
+/// The HTTP/1 output rewriters' state: what the service announces, and the rewriters.
+struct Http1Rewriters {
     ctx: Arc<ConnCtx>,
     http10: HeadWriter,
     order: OrderWriter,
 }
 
-impl<S> Replay<S> {
+impl<S> ReplayRewrite<S> {
     pub(crate) fn new(inner: S) -> Self {
-        Replay {
+        ReplayRewrite {
             prefix: Bytes::new(),
             inner,
-            follow: None,
+            rewriters: None,
         }
     }
 
     /// A stream whose first bytes, `prefix`, were already read from `inner`.
     pub(crate) fn with_prefix(inner: S, prefix: Bytes) -> Self {
-        Replay {
+        ReplayRewrite {
             prefix,
             inner,
-            follow: None,
+            rewriters: None,
         }
     }
 
-    /// HTTP/1: follow the responses `ctx`'s service announces: HTTP/1.0 requests'
+    /// HTTP/1: rewrite the responses `ctx`'s service announces: HTTP/1.0 requests'
     /// (`server::http10`) and marked heads (`server::reorder`). Boxed: the room is taken
     /// only on HTTP/1 connections.
-    pub(crate) fn follow_http1(&mut self, ctx: Arc<ConnCtx>) {
-        self.follow = Some(Box::new(Follow {
+    pub(crate) fn rewrite_http1_output(&mut self, ctx: Arc<ConnCtx>) {
+        self.rewriters = Some(Box::new(Http1Rewriters {
             ctx,
             http10: HeadWriter::default(),
             order: OrderWriter::default(),
@@ -90,7 +91,7 @@ impl<S> Replay<S> {
     }
 }
 
-impl<S: AsyncRead + Unpin> Replay<S> {
+impl<S: AsyncRead + Unpin> ReplayRewrite<S> {
     /// Waits for the stream's next bytes, holding no buffer meanwhile, and keeps them to
     /// replay; false at the end of the stream. Cancel-safe: a read completes within one poll.
     pub(crate) async fn refill(&mut self) -> io::Result<bool> {
@@ -106,7 +107,7 @@ impl<S: AsyncRead + Unpin> Replay<S> {
 /// without sending anything.
 pub(crate) async fn sniff<S: AsyncRead + Unpin>(
     mut io: S,
-) -> io::Result<Option<(Replay<S>, bool)>> {
+) -> io::Result<Option<(ReplayRewrite<S>, bool)>> {
     let mut buf = BytesMut::new();
     let http2 = loop {
         if read_some(&mut io, &mut buf).await? == 0 {
@@ -123,7 +124,7 @@ pub(crate) async fn sniff<S: AsyncRead + Unpin>(
             break true;
         }
     };
-    Ok(Some((Replay::with_prefix(io, buf.freeze()), http2)))
+    Ok(Some((ReplayRewrite::with_prefix(io, buf.freeze()), http2)))
 }
 
 /// One read into a buffer on the stack, appending what came to `buf`: a connection waiting
@@ -142,7 +143,7 @@ pub(crate) fn read_some<'a, S: AsyncRead + Unpin>(
     })
 }
 
-impl<S: AsyncRead + Unpin> AsyncRead for Replay<S> {
+impl<S: AsyncRead + Unpin> AsyncRead for ReplayRewrite<S> {
     fn poll_read(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -161,29 +162,29 @@ impl<S: AsyncRead + Unpin> AsyncRead for Replay<S> {
         }
         let before = buf.filled().len();
         let read = Pin::new(&mut this.inner).poll_read(cx, buf);
-        match (&read, &this.follow) {
+        match (&read, &this.rewriters) {
             // The client's end of stream, on an HTTP/1 connection: held while a complete
             // request still owes its response (see `ConnCtx::hold_eof`).
-            (Poll::Ready(Ok(())), Some(follow))
+            (Poll::Ready(Ok(())), Some(rewriters))
                 if buf.filled().len() == before && buf.remaining() > 0 =>
             {
-                follow.ctx.hold_eof(cx).map(Ok)
+                rewriters.ctx.hold_eof(cx).map(Ok)
             }
             _ => read,
         }
     }
 }
 
-impl<S: AsyncWrite + Unpin> AsyncWrite for Replay<S> {
+impl<S: AsyncWrite + Unpin> AsyncWrite for ReplayRewrite<S> {
     fn poll_write(
         self: Pin<&mut Self>,
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        if let Some(follow) = this.follow.as_mut() {
-            if follow.is_rewriting() {
-                return follow.poll_write(&mut this.inner, cx, buf);
+        if let Some(rewriters) = this.rewriters.as_mut() {
+            if rewriters.is_rewriting() {
+                return rewriters.poll_write(&mut this.inner, cx, buf);
             }
         }
         Pin::new(&mut this.inner).poll_write(cx, buf)
@@ -195,14 +196,14 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Replay<S> {
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
         let this = self.get_mut();
-        if let Some(follow) = this.follow.as_mut() {
-            if follow.is_rewriting() {
+        if let Some(rewriters) = this.rewriters.as_mut() {
+            if rewriters.is_rewriting() {
                 // Followed: one slice at a time (a partial write hyper resumes).
                 let buf = bufs
                     .iter()
                     .find(|b| !b.is_empty())
                     .map_or(&[][..], |b| &b[..]);
-                return follow.poll_write(&mut this.inner, cx, buf);
+                return rewriters.poll_write(&mut this.inner, cx, buf);
             }
         }
         Pin::new(&mut this.inner).poll_write_vectored(cx, bufs)
@@ -214,13 +215,13 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Replay<S> {
 
     fn poll_flush(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        if let Some(follow) = this.follow.as_mut() {
-            ready!(follow.poll_output(&mut this.inner, cx))?;
+        if let Some(rewriters) = this.rewriters.as_mut() {
+            ready!(rewriters.poll_output(&mut this.inner, cx))?;
             // hyper flushes only with its own buffer empty: earlier responses are out, so
             // the request in flight's `103 Early Hints` go now (server::early_hints).
-            if follow.ctx.early_hints.is_pending() {
+            if rewriters.ctx.early_hints.is_pending() {
                 let inner = &mut this.inner;
-                ready!(follow
+                ready!(rewriters
                     .ctx
                     .early_hints
                     .poll_write_with(|buf| Pin::new(&mut *inner).poll_write(cx, buf)))?;
@@ -231,14 +232,14 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Replay<S> {
 
     fn poll_shutdown(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         let this = self.get_mut();
-        if let Some(follow) = this.follow.as_mut() {
-            ready!(follow.poll_output(&mut this.inner, cx))?;
+        if let Some(rewriters) = this.rewriters.as_mut() {
+            ready!(rewriters.poll_output(&mut this.inner, cx))?;
         }
         Pin::new(&mut this.inner).poll_shutdown(cx)
     }
 }
 
-impl Follow {
+impl Http1Rewriters {
     /// Whether hyper's bytes go through the rewriters (one or two relaxed loads per write).
     #[inline]
     fn is_rewriting(&self) -> bool {
@@ -297,14 +298,14 @@ fn poll_write_out<S: AsyncWrite + Unpin>(
     http10: &mut HeadWriter,
 ) -> Poll<io::Result<usize>> {
     if ctx.http10.is_active() {
-        return poll_write_followed(inner, cx, buf, ctx, http10);
+        return poll_write_rewritten(inner, cx, buf, ctx, http10);
     }
     Pin::new(inner).poll_write(cx, buf)
 }
 
-/// A write on a connection whose HTTP/1.0 responses are followed: hyper's bytes, cut at each
+/// A write on a connection whose HTTP/1.0 responses are rewritten: hyper's bytes, cut at each
 /// head's and body's end, with the version byte of each such head written as `1`.
-fn poll_write_followed<S: AsyncWrite + Unpin>(
+fn poll_write_rewritten<S: AsyncWrite + Unpin>(
     inner: &mut S,
     cx: &mut Context<'_>,
     buf: &[u8],
@@ -365,7 +366,7 @@ mod tests {
     #[tokio::test]
     async fn refill_keeps_the_next_bytes_in_front_of_the_stream() {
         let (mut client, server) = tokio::io::duplex(1 << 16);
-        let mut replay = Replay::new(server);
+        let mut replay = ReplayRewrite::new(server);
         client.write_all(b"GET / HTTP/1.1\r\n").await.unwrap();
         assert!(replay.refill().await.unwrap());
         assert!(replay.has_replay());

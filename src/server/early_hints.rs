@@ -1,7 +1,7 @@
 //! `103 Early Hints` on the transports that can carry them.
 //!
 //! hyper 1.x has no server API for an informational response, so on HTTP/1.1 the service
-//! future hands the 103's bytes to the connection's write side (`detect::Replay`), which
+//! future hands the 103's bytes to the connection's write side (`detect::ReplayRewrite`), which
 //! writes them when hyper flushes: hyper calls the I/O's `poll_flush` only once its own
 //! write buffer is empty, so everything of earlier responses is out by then. The service
 //! future holds the final response back until the hints are written, so they always come

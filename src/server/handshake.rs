@@ -1,6 +1,25 @@
 //! From an accepted stream to a served connection: the PROXY header (when configured), the
 //! TLS handshake (when configured, with its timeout) and the choice of protocol. Runs in
 //! tokio, per connection.
+//!
+//! The I/O wrappers a connection's bytes pass through, from hyper down to the socket. Each
+//! layer is added where what it needs is known: the socket's kind at the accept
+//! (`listener`), TLS here, the protocol once sniffed or negotiated (`connection`):
+//!
+//! ```text
+//!   hyper (TokioIo)
+//!     └ H2Guard              HTTP/2 only: the frame-flood budget       connection.rs
+//!     └ ReplayRewrite        replays sniffed/PROXY bytes; on HTTP/1   detect.rs (proxied.rs)
+//!                            rewrites hyper's output (header order,
+//!                            HTTP/1.0 status line, 103 Early Hints)
+//!     └ Gathered             TLS only: HTTP/1 writes gathered into    here (tls_records.rs)
+//!                            few records
+//!     └ tokio-rustls         TLS only                                 here
+//!     └ Corked               holds small writes until flushed; on     here (cork.rs)
+//!                            drop writes what it holds (TLS alerts)
+//!     └ SendFile             TCP: placeholder slices → sendfile(2)    listener.rs (sendfile.rs)
+//!     └ TcpStream / UnixStream
+//! ```
 
 use std::sync::Arc;
 

@@ -16,7 +16,7 @@ use tokio::io::AsyncRead;
 use tokio::sync::watch;
 
 use crate::server::conn_state::{ConnCtx, IdleState};
-use crate::server::detect::Replay;
+use crate::server::detect::ReplayRewrite;
 use crate::server::idle::{earliest, sleep_until_or_never, IdleCheck, IdleRules};
 use crate::server::Lifecycle;
 
@@ -87,7 +87,7 @@ pub(crate) fn park_due(
 /// is draining (a parked connection has been quiet for `PARK_AFTER`, the drain's grace for a
 /// next request: it closes then, unless its next bytes have just arrived, which are served).
 pub(crate) async fn wait_parked<S: AsyncRead + Unpin>(
-    io: &mut Replay<S>,
+    io: &mut ReplayRewrite<S>,
     ctx: &ConnCtx,
     rules: IdleRules,
     lifecycle: &mut watch::Receiver<Lifecycle>,

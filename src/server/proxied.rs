@@ -8,7 +8,7 @@ use tokio::io::AsyncRead;
 
 use crate::bridge::{ConnInfo, Event, LocalAddr, LogText, Wakeup};
 use crate::proxy_protocol::{parse, Parsed, ProxyProtocol};
-use crate::server::detect::{read_some, Replay};
+use crate::server::detect::{read_some, ReplayRewrite};
 
 /// Reads the header and returns the stream with whatever came after it (read in the same
 /// packets) to replay first; None when the connection is to close: no header where one is
@@ -18,7 +18,7 @@ pub(crate) async fn read_header<S: AsyncRead + Unpin>(
     info: &mut ConnInfo,
     settings: &ProxyProtocol,
     wakeup: &Wakeup,
-) -> Option<Replay<S>> {
+) -> Option<ReplayRewrite<S>> {
     let mut buf = BytesMut::new();
     loop {
         match parse(&buf, settings.versions) {
@@ -34,7 +34,7 @@ pub(crate) async fn read_header<S: AsyncRead + Unpin>(
                     return None;
                 }
             },
-            Parsed::Absent => return Some(Replay::with_prefix(io, buf.freeze())),
+            Parsed::Absent => return Some(ReplayRewrite::with_prefix(io, buf.freeze())),
             Parsed::Header { len, addresses } => {
                 let rest = buf.split_off(len);
                 if let Some((client, server)) = addresses {
@@ -42,7 +42,7 @@ pub(crate) async fn read_header<S: AsyncRead + Unpin>(
                     *info = ConnInfo::new(Some(client), LocalAddr::Tcp(server));
                     info.socket_on_this_host = socket_on_this_host;
                 }
-                return Some(Replay::with_prefix(io, rest.freeze()));
+                return Some(ReplayRewrite::with_prefix(io, rest.freeze()));
             }
             Parsed::Invalid(reason) => {
                 refuse(info, settings, wakeup, reason);

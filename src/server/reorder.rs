@@ -1,5 +1,5 @@
 //! The write side's part of `http::header_order`: on an HTTP/1 connection whose service
-//! announced a marked response head (`ReorderedHeads::expect`), `detect::Replay` passes
+//! announced a marked response head (`ReorderedHeads::expect`), `detect::ReplayRewrite` passes
 //! hyper's bytes through `OrderWriter`, which finds the marker line, takes the rest of the
 //! head from hyper and writes the app's order in its place (from its own buffer, before any
 //! byte after it). One relaxed load per write on connections that never had one.
@@ -91,7 +91,7 @@ mod tests {
     use super::*;
     use crate::http::header_order::marker_name;
 
-    /// Writes `chunks` (hyper's output) through the writer, as `detect::Replay` does, taking
+    /// Writes `chunks` (hyper's output) through the writer, as `detect::ReplayRewrite` does, taking
     /// at most `max` bytes per write.
     fn wire(chunks: &[Vec<u8>], max: usize, announced: usize) -> Vec<u8> {
         let heads = ReorderedHeads::default();
