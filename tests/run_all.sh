@@ -93,4 +93,5 @@ for interp in $INTERPRETERS; do
     # The outer timeout is a last guard: a hung suite fails here, in CI's budget, not CI.
     (cd "$ROOT" && timeout -k 30 "${PYTEST_TIMEOUT:-2400}" "$venv/bin/python" -m pytest $PYTEST_ARGS tests)
 done
+bash packaging/ci.sh  # wheels for 3.9/3.10/3.12 + smoke, the sdist, the portable build
 echo "== all tests passed"

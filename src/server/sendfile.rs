@@ -33,6 +33,7 @@ impl SendFile {
     }
 
     /// Up to `len` bytes of `fd` from `offset`, straight to the socket.
+    #[cfg(all(target_os = "linux", not(feature = "portable")))]
     fn poll_sendfile(
         &self,
         cx: &mut Context<'_>,
@@ -65,6 +66,19 @@ impl SendFile {
                 Ok(n) => Ok(n),
             });
         }
+    }
+
+    /// No placeholder is made without Linux's sendfile (`file_spans::region`): one that
+    /// reached here anyway is refused like a stale one, never written.
+    #[cfg(not(all(target_os = "linux", not(feature = "portable"))))]
+    fn poll_sendfile(
+        &self,
+        _cx: &mut Context<'_>,
+        _fd: RawFd,
+        _offset: u64,
+        _len: usize,
+    ) -> Poll<io::Result<usize>> {
+        Poll::Ready(Err(stale()))
     }
 
     fn poll_placeholder(&self, cx: &mut Context<'_>, lookup: Lookup) -> Poll<io::Result<usize>> {
