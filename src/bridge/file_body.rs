@@ -294,7 +294,10 @@ fn read_cached(file: &File, offset: u64, want: usize) -> Option<Vec<u8>> {
     // The kernel takes the offset as two longs, low then high; on 64-bit systems the low
     // one holds all of it (two half shifts, as one full-width shift would overflow).
     let half = usize::BITS / 2;
-    let (low, high) = (offset as libc::c_ulong, (offset >> half >> half) as libc::c_ulong);
+    let (low, high) = (
+        offset as libc::c_ulong,
+        (offset >> half >> half) as libc::c_ulong,
+    );
     // SAFETY: one iovec over `buf`'s `want` bytes of capacity, which live and stay unmoved
     // across the call; the descriptor is open for as long as `file` is.
     let got = unsafe {

@@ -10,17 +10,18 @@
 //! non-blocking: sendfile's EAGAIN waits for write readiness like any write.
 
 use std::io::{self, IoSlice};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::RawFd;
 use std::pin::Pin;
-use std::task::{ready, Context, Poll};
+use std::task::{Context, Poll};
 
-use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 use crate::bridge::file_spans::{self, Lookup};
 
 /// Bytes one sendfile call may move: a large file goes out in several calls, each a
 /// partial write, so other connections on the thread get their turn in between.
+#[cfg(all(target_os = "linux", not(feature = "portable")))]
 const SENDFILE_MAX: usize = 2 << 20;
 
 pub(crate) struct SendFile {
@@ -41,10 +42,11 @@ impl SendFile {
         offset: u64,
         len: usize,
     ) -> Poll<io::Result<usize>> {
+        use std::os::fd::AsRawFd;
         let socket = self.inner.as_raw_fd();
         loop {
-            ready!(self.inner.poll_write_ready(cx))?;
-            let sent = self.inner.try_io(Interest::WRITABLE, || {
+            std::task::ready!(self.inner.poll_write_ready(cx))?;
+            let sent = self.inner.try_io(tokio::io::Interest::WRITABLE, || {
                 let mut at = offset as libc::off_t;
                 // SAFETY: both descriptors are open (the placeholder being written keeps
                 // the file open); `at` is a valid off_t the call updates.
