@@ -22,8 +22,6 @@ TOOLS=${TOOLS_VENV:-$TARGET_DIR/packaging-tools}
 STRICT=${STRICT:-1}
 
 tools_venv "$TOOLS"
-# maturin runs zig as `python3 -m ziglang`: the tools venv first on PATH provides it.
-export PATH="$TOOLS/bin:$PATH"
 
 interpreters=()
 for name in $RELEASE_INTERPRETERS; do
@@ -38,6 +36,9 @@ for name in $RELEASE_INTERPRETERS; do
     fi
     interpreters+=(--interpreter "$found")
 done
+# maturin runs zig as `python3 -m ziglang`: the tools venv first on PATH provides it (set
+# after the interpreters are found, or its python3.11 would stand for the system's).
+export PATH="$TOOLS/bin:$PATH"
 
 mkdir -p "$OUT"
 # Only this build's artifacts in OUT: an older version's wheel would be checked and shipped.

@@ -91,9 +91,10 @@ for wheel in "${wheels[@]}"; do
         echo "== $name: smoke subset (packaging/smoke-tests.txt)"
         "$venv/bin/python" -m pip install --quiet -r tests/requirements.txt
         mapfile -t smoke < <(grep -vE '^\s*(#|$)' packaging/smoke-tests.txt)
-        # One pytest run per line: each line is a file and an optional -k expression.
+        # One pytest run per line: a file and an optional -k expression, in shell quoting
+        # (the file is this repository's own).
         for line in "${smoke[@]}"; do
-            read -r -a args <<<"$line"
+            eval "args=($line)"
             (cd "$ROOT" && timeout -k 10 300 "$venv/bin/python" -m pytest -q -p no:cacheprovider "${args[@]}")
         done
     fi
