@@ -34,7 +34,7 @@ def cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / TICKS
 
 
-def one_run(venv: str, duration: float) -> tuple[float, float]:
+def one_run(venv: str, duration: int) -> tuple[float, float]:
     port = free_port()
     server = subprocess.Popen(
         [
@@ -77,7 +77,7 @@ def main() -> None:
     p.add_argument("venv_a")
     p.add_argument("venv_b")
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--duration", type=float, default=5.0)
+    p.add_argument("--duration", type=int, default=5)
     args = p.parse_args()
     results: dict[str, list[tuple[float, float]]] = {"A": [], "B": []}
     for _ in range(args.rounds):
