@@ -223,3 +223,37 @@ impl Wakeup {
         self.queue.is_empty()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether the loop thread's descriptor polls readable now.
+    fn readable(fd: RawFd) -> bool {
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, no wait.
+        unsafe { libc::poll(&mut pfd, 1, 0) == 1 }
+    }
+
+    #[test]
+    fn a_wake_up_is_readable_once_until_reset() {
+        // The eventfd, or with the `portable` feature the pipe.
+        let wakeup = Wakeup::new().expect("a wake-up descriptor");
+        assert!(!readable(wakeup.fd()));
+        wakeup.signal();
+        wakeup.signal(); // already pending: writes nothing more
+        assert!(readable(wakeup.fd()));
+        wakeup.reset();
+        assert!(!readable(wakeup.fd()), "reset left a wake-up behind");
+        for _ in 0..3 {
+            wakeup.signal();
+            assert!(readable(wakeup.fd()));
+            wakeup.reset();
+        }
+        assert!(!readable(wakeup.fd()));
+    }
+}
