@@ -111,8 +111,8 @@ if [ "$SDIST" = 1 ]; then
     "$venv/bin/python" -m pip install --quiet --upgrade pip
     # The source build a user without a wheel gets (maturin's PEP 517 backend, cargo on PATH).
     # SDIST_PROFILE picks a cheaper cargo profile for CI (maturin passes it on).
-    MATURIN_PEP517_ARGS="${SDIST_PROFILE:+--profile $SDIST_PROFILE}" \
-        "$venv/bin/python" -m pip install --quiet "${sdists[0]}"
+    if [ -n "${SDIST_PROFILE:-}" ]; then export MATURIN_PEP517_ARGS="--profile $SDIST_PROFILE"; fi
+    "$venv/bin/python" -m pip install --quiet "${sdists[0]}"
     check_install "$venv" "$(basename "${sdists[0]}")"
     echo "== sdist built, installed and verified in $((SECONDS - start)) s"
 fi
