@@ -30,7 +30,8 @@ rm -rf "$OUT"
 rm -rf "$venv"
 "$python" -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --upgrade pip
-"$venv/bin/python" -m pip install --quiet -r tests/requirements.txt "$OUT"/*.whl
+"$venv/bin/python" -m pip install --quiet -r tests/requirements.txt \
+    -r tests/requirements-frameworks.txt "$OUT"/*.whl
 # The wheel really is the portable build (else the run below would test the Linux paths).
 "$venv/bin/python" -c 'from ferrocorn._ferrocorn import LINUX_FAST_PATHS as L; assert not L'
 
