@@ -25,8 +25,11 @@ PYO3_PYTHON="$python" cargo clippy --quiet --features portable --all-targets -- 
 
 echo "== portable: wheel (profile $PROFILE, --features portable)"
 rm -rf "$OUT"
-"$TOOLS/bin/maturin" build --quiet --profile "$PROFILE" --features portable \
-    --interpreter "$python" --out "$OUT"
+# Linked by zig for glibc 2.17 like packaging/ci.sh's wheels, so this build reuses their
+# compiled dependencies (same target directory, profile and C compiler) instead of
+# compiling them again. maturin runs zig as `python3 -m ziglang` (the tools venv's).
+PATH="$TOOLS/bin:$PATH" "$TOOLS/bin/maturin" build --quiet --profile "$PROFILE" --zig \
+    --compatibility manylinux2014 --features portable --interpreter "$python" --out "$OUT"
 rm -rf "$venv"
 "$python" -m venv "$venv"
 "$venv/bin/python" -m pip install --quiet --upgrade pip
