@@ -40,6 +40,12 @@ pub mod fuzzing {
 fn _ferrocorn(m: &Bound<'_, PyModule>) -> PyResult<()> {
     let py = m.py();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
+    // The Python side's platform switch (SO_REUSEPORT balancing): false on macOS, the BSDs
+    // and a Linux build with the `portable` feature.
+    m.add(
+        "LINUX_FAST_PATHS",
+        cfg!(all(target_os = "linux", not(feature = "portable"))),
+    )?;
     m.add(
         "ClientDisconnected",
         py.get_type::<asgi::errors::ClientDisconnected>(),

@@ -20,9 +20,9 @@ fi
 "$PY" -m pip install --quiet -r tests/requirements-lint.txt
 
 echo "== ruff check"
-"$PY" -m ruff check python tests benchmarks examples
+"$PY" -m ruff check python tests benchmarks examples packaging
 echo "== ruff format --check"
-"$PY" -m ruff format --check python tests benchmarks examples
+"$PY" -m ruff format --check python tests benchmarks examples packaging
 
 echo "== stubtest ferrocorn._ferrocorn"
 # The stub is the source tree's, the runtime module the installed wheel's. The stub is checked

@@ -58,7 +58,11 @@ if ! cargo fuzz --version >/dev/null 2>&1 && [ -z "${FUZZ_SMOKE_ONLY:-}" ]; then
 fi
 bash fuzz/run-short.sh "${FUZZ_SECONDS:-10}"
 
-python3 -m pip install --quiet "maturin==1.16.0"
+# The test wheels are built as packaging/ci.sh builds its own (zig, manylinux2014: the
+# dependencies are compiled once for all of them) with the tools at their pins.
+. packaging/common.sh
+TOOLS="$ROOT/target/packaging-tools"
+tools_venv "$TOOLS"
 rm -rf "$ROOT/target/wheels-test"
 
 first_interp=${INTERPRETERS%% *}
@@ -68,8 +72,9 @@ for interp in $INTERPRETERS; do
     # The ci profile (Cargo.toml: thin LTO, 16 codegen units) builds in about a third of
     # the fat-LTO release profile's time; the suite asserts behaviour and memory bounds, never
     # speed, and benchmarks/ measures the release profile.
-    python3 -m maturin build --profile ci --interpreter "$python" \
-        --out "$ROOT/target/wheels-test/$interp" --quiet
+    # maturin runs zig as `python3 -m ziglang`: the tools venv, first on PATH, provides it.
+    PATH="$TOOLS/bin:$PATH" maturin build --profile ci --zig --compatibility manylinux2014 \
+        --interpreter "$python" --out "$ROOT/target/wheels-test/$interp" --quiet
     venv="$ROOT/target/venv-test-$interp"
     rm -rf "$venv"
     "$python" -m venv "$venv"
@@ -100,4 +105,5 @@ for interp in $INTERPRETERS; do
     # The outer timeout is a last guard: a hung suite fails here, in CI's budget, not CI.
     (cd "$ROOT" && timeout -k 30 "${PYTEST_TIMEOUT:-2400}" "$venv/bin/python" -m pytest $PYTEST_ARGS tests)
 done
+bash packaging/ci.sh  # wheels for 3.9/3.10/3.12 + smoke, the sdist, the portable build
 echo "== all tests passed"

@@ -3,12 +3,14 @@
 import os
 import re
 import socket
+import subprocess
 import tempfile
 
 import httpx
 import pytest
 
 from tests.support.helpers import (
+    REPO_ROOT,
     SERVER_PYTHON,
     RawConnection,
     find_console_script,
@@ -39,6 +41,37 @@ def test_version():
     assert proc.returncode == 0, out
     assert "ferrocorn" in out.lower()
     assert re.search(r"\d+\.\d+", out), out
+
+
+def test_version_is_cargo_tomls_everywhere():
+    """The version lives in Cargo.toml only: `--version`, ``ferrocorn.__version__`` and the
+    installed distribution's metadata all say it."""
+    with open(os.path.join(REPO_ROOT, "Cargo.toml")) as f:
+        cargo = re.search(r'^version = "([^"]+)"', f.read(), re.MULTILINE)
+    assert cargo, "no version in Cargo.toml"
+    expected = cargo.group(1)
+    proc = run_ferrocorn("--version")
+    assert proc.returncode == 0, text(proc)
+    assert text(proc).startswith("ferrocorn %s " % expected), text(proc)
+    probe = subprocess.run(
+        [
+            SERVER_PYTHON,
+            "-c",
+            "import ferrocorn; from importlib import metadata\n"
+            "try: wheel = metadata.version('ferrocorn')\n"
+            "except metadata.PackageNotFoundError: wheel = 'none'\n"
+            "print(ferrocorn.__version__, wheel)",
+        ],
+        cwd=REPO_ROOT,
+        capture_output=True,
+        timeout=30,
+    )
+    assert probe.returncode == 0, probe.stderr.decode("utf-8", "replace")
+    version, wheel = probe.stdout.decode().split()
+    assert version == expected
+    if wheel == "none":
+        pytest.skip("a source tree on PYTHONPATH, no installed distribution to compare")
+    assert wheel == expected
 
 
 def test_help_lists_all_flags():

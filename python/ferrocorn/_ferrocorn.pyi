@@ -12,6 +12,7 @@ from typing_extensions import Self
 
 __all__ = [
     "__version__",
+    "LINUX_FAST_PATHS",
     "ClientDisconnected",
     "Core",
     "ProbeServer",
@@ -24,6 +25,9 @@ __all__ = [
 ]
 
 __version__: str
+# Linux-only calls in use (eventfd, preadv2, sendfile, /proc, SO_REUSEPORT balancing); false
+# on other systems and in a Linux build with the ``portable`` feature.
+LINUX_FAST_PATHS: bool
 
 class ClientDisconnected(OSError):
     """Raised by ``send()`` once the client has gone away or the response is complete."""

@@ -22,6 +22,8 @@ socket and runs worker processes that serve it.
   instant between its worker's last accept and its close (the supervisor lets go of the socket
   first, and the worker holds it only while it accepts).
 - ``--uds``, ``--fd`` and systemd socket activation: every worker shares the one socket.
+- Off Linux (and in a build with the ``portable`` feature: ``LINUX_FAST_PATHS``), TCP too:
+  macOS and the BSDs accept SO_REUSEPORT but do not balance connections over the sockets.
 - A worker that dies is replaced at once.  A start fails when the worker exits before it is
   serving, or abnormally within ``START_WINDOW`` seconds of being started;
   ``MAX_FAILED_STARTS`` failed starts in a row stop the supervisor (exit code 3 when the workers
@@ -57,6 +59,7 @@ from collections.abc import Iterator
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any, Callable
 
+from ._ferrocorn import LINUX_FAST_PATHS
 from ._process_contract import (
     EXIT_CONFIG_ERROR,
     EXIT_OK,
@@ -227,7 +230,12 @@ class Supervisor:
 
     def _bind(self) -> None:
         config = self.config
-        wanted = config.fd is None and config.uds is None and hasattr(socket, "SO_REUSEPORT")
+        wanted = (
+            config.fd is None
+            and config.uds is None
+            and LINUX_FAST_PATHS
+            and hasattr(socket, "SO_REUSEPORT")
+        )
         sock = config.bind_socket(reuse_port=wanted)
         self._sockets.append(sock)
         # Not for a socket systemd passed (bind_socket then set config.fd).

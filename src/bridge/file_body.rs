@@ -201,6 +201,8 @@ impl FileBody {
             return None;
         }
         let bytes = file_spans::placeholder(&self.source.file, self.source.offset, want)?;
+        // Placeholders exist only where sendfile is used (Linux; file_spans::placeholder).
+        #[cfg(all(target_os = "linux", not(feature = "portable")))]
         // SAFETY: advice on a descriptor the placeholder keeps open; it moves nothing.
         unsafe {
             libc::posix_fadvise(
@@ -277,7 +279,10 @@ impl FileBody {
 /// Up to `want` bytes at `offset` if the page cache holds them, without waiting for the disk:
 /// `preadv2(RWF_NOWAIT)` (Linux 4.14+; buffered reads since 5.9). Empty at the end of the
 /// file. None when the read would wait for the disk or the kernel or file system cannot
-/// tell (EAGAIN, EOPNOTSUPP on older kernels...): the blocking pool reads it then.
+/// tell (EAGAIN, EOPNOTSUPP on older kernels, ENOSYS before 4.6...): the blocking pool reads
+/// it then. The raw system call, not glibc's wrapper: that appeared in glibc 2.26, and a
+/// wheel for glibc 2.17 (manylinux2014) would fail to load where it is missing.
+#[cfg(all(target_os = "linux", not(feature = "portable")))]
 fn read_cached(file: &File, offset: u64, want: usize) -> Option<Vec<u8>> {
     // Not zeroed first: the kernel writes what is read, and only that much becomes the
     // vector's length (a 256 KiB memset cost about as much as a third of the read).
@@ -286,14 +291,23 @@ fn read_cached(file: &File, offset: u64, want: usize) -> Option<Vec<u8>> {
         iov_base: buf.as_mut_ptr().cast(),
         iov_len: want,
     };
+    // The kernel takes the offset as two longs, low then high; on 64-bit systems the low
+    // one holds all of it (two half shifts, as one full-width shift would overflow).
+    let half = usize::BITS / 2;
+    let (low, high) = (
+        offset as libc::c_ulong,
+        (offset >> half >> half) as libc::c_ulong,
+    );
     // SAFETY: one iovec over `buf`'s `want` bytes of capacity, which live and stay unmoved
     // across the call; the descriptor is open for as long as `file` is.
     let got = unsafe {
-        libc::preadv2(
+        libc::syscall(
+            libc::SYS_preadv2,
             file.as_raw_fd(),
-            &iov,
-            1,
-            offset as libc::off_t,
+            &iov as *const libc::iovec,
+            1 as libc::c_int,
+            low,
+            high,
             libc::RWF_NOWAIT,
         )
     };
@@ -301,6 +315,13 @@ fn read_cached(file: &File, offset: u64, want: usize) -> Option<Vec<u8>> {
     // SAFETY: the kernel initialised the first `got` bytes, within the capacity.
     unsafe { buf.set_len(got) };
     Some(buf)
+}
+
+/// Without preadv2 (macOS, the BSDs, the `portable` feature) nothing tells whether a read
+/// would wait for the disk: every read goes to the blocking pool (`read_at`, pread).
+#[cfg(not(all(target_os = "linux", not(feature = "portable"))))]
+fn read_cached(_file: &File, _offset: u64, _want: usize) -> Option<Vec<u8>> {
+    None
 }
 
 /// Up to `want` bytes at `offset` (fewer only at the end of the file).
@@ -368,6 +389,7 @@ mod tests {
     }
 
     #[test]
+    #[cfg(all(target_os = "linux", not(feature = "portable")))]
     fn a_small_cached_file_is_read_without_the_blocking_pool() {
         // No runtime here: a blocking-pool job would panic. The file was just written, so
         // the page cache holds it (RWF_NOWAIT reads of buffered files: Linux 5.9+).

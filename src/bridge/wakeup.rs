@@ -1,5 +1,6 @@
-//! The bridge from tokio to the loop thread: a lock-free queue plus one eventfd. What the
-//! queue carries is events.rs's list.
+//! The bridge from tokio to the loop thread: a lock-free queue plus one eventfd (a pipe on
+//! systems without eventfd, and with the `portable` feature). What the queue carries is
+//! events.rs's list.
 //!
 //! tokio pushes events and writes the eventfd only when no wake-up is already pending, so a
 //! burst of requests costs one wake-up. The loop thread reads the eventfd, clears the flag and
@@ -30,33 +31,129 @@ pub(crate) fn mark_io_thread() {
     IO_THREAD.with(|io| io.set(true));
 }
 
-/// The queue of events of type `E` (events.rs: `Event`) and the eventfd that wakes the loop.
+/// The queue of events of type `E` (events.rs: `Event`) and the descriptor that wakes the
+/// loop.
 pub(crate) struct WakeQueue<E> {
     queue: SegQueue<E>,
     pending: AtomicBool,
     /// Events pushed on I/O threads since the last wake-up they caused.
     held: AtomicUsize,
-    fd: OwnedFd,
+    fd: WakeFd,
 }
 
-impl<E> WakeQueue<E> {
-    pub(crate) fn new() -> io::Result<Self> {
+/// The descriptor the loop thread watches, and the one tokio writes to wake it: one eventfd
+/// on Linux; a pipe's two ends elsewhere.
+#[cfg(all(target_os = "linux", not(feature = "portable")))]
+struct WakeFd {
+    read: OwnedFd,
+}
+
+#[cfg(not(all(target_os = "linux", not(feature = "portable"))))]
+struct WakeFd {
+    read: OwnedFd,
+    write: OwnedFd,
+}
+
+impl WakeFd {
+    #[cfg(all(target_os = "linux", not(feature = "portable")))]
+    fn new() -> io::Result<Self> {
         // SAFETY: plain syscall; the returned descriptor is checked before use.
         let fd = unsafe { libc::eventfd(0, libc::EFD_NONBLOCK | libc::EFD_CLOEXEC) };
         if fd < 0 {
             return Err(io::Error::last_os_error());
         }
+        // SAFETY: fd is a fresh descriptor we exclusively own.
+        let read = unsafe { OwnedFd::from_raw_fd(fd) };
+        Ok(WakeFd { read })
+    }
+
+    /// pipe() then fcntl (macOS has no pipe2): a child forked in between may inherit the
+    /// pipe, which costs it two descriptors and nothing else.
+    #[cfg(not(all(target_os = "linux", not(feature = "portable"))))]
+    fn new() -> io::Result<Self> {
+        let mut fds = [0 as libc::c_int; 2];
+        // SAFETY: pipe writes two descriptors into the array on success.
+        if unsafe { libc::pipe(fds.as_mut_ptr()) } != 0 {
+            return Err(io::Error::last_os_error());
+        }
+        // SAFETY: both are fresh descriptors we exclusively own.
+        let (read, write) = unsafe { (OwnedFd::from_raw_fd(fds[0]), OwnedFd::from_raw_fd(fds[1])) };
+        for fd in [read.as_raw_fd(), write.as_raw_fd()] {
+            // SAFETY: fcntl on descriptors we own.
+            let ok = unsafe {
+                libc::fcntl(fd, libc::F_SETFD, libc::FD_CLOEXEC) == 0
+                    && libc::fcntl(fd, libc::F_SETFL, libc::O_NONBLOCK) == 0
+            };
+            if !ok {
+                return Err(io::Error::last_os_error());
+            }
+        }
+        Ok(WakeFd { read, write })
+    }
+
+    #[cfg(all(target_os = "linux", not(feature = "portable")))]
+    fn write_fd(&self) -> RawFd {
+        self.read.as_raw_fd()
+    }
+
+    #[cfg(not(all(target_os = "linux", not(feature = "portable"))))]
+    fn write_fd(&self) -> RawFd {
+        self.write.as_raw_fd()
+    }
+
+    /// One wake-up. EAGAIN (eventfd counter saturated, pipe full) is harmless: a wake-up
+    /// is pending anyway.
+    fn signal(&self) {
+        let one: u64 = 1;
+        // An eventfd takes exactly 8 bytes; one byte is enough in a pipe.
+        let len = if cfg!(all(target_os = "linux", not(feature = "portable"))) {
+            8
+        } else {
+            1
+        };
+        // SAFETY: writing `len` (<= 8) bytes from a valid u64.
+        unsafe {
+            libc::write(
+                self.write_fd(),
+                &one as *const u64 as *const libc::c_void,
+                len,
+            );
+        }
+    }
+
+    /// Consume what `signal` wrote. EAGAIN just means nothing was pending.
+    fn drain(&self) {
+        let mut buf = [0u8; 64];
+        loop {
+            // SAFETY: reading at most 64 bytes into a valid buffer that long.
+            let n = unsafe {
+                libc::read(
+                    self.read.as_raw_fd(),
+                    buf.as_mut_ptr().cast::<libc::c_void>(),
+                    buf.len(),
+                )
+            };
+            // An eventfd's read takes all (8 bytes); a pipe may hold several writes.
+            if n < buf.len() as isize {
+                return;
+            }
+        }
+    }
+}
+
+impl<E> WakeQueue<E> {
+    pub(crate) fn new() -> io::Result<Self> {
         Ok(WakeQueue {
             queue: SegQueue::new(),
             pending: AtomicBool::new(false),
             held: AtomicUsize::new(0),
-            // SAFETY: fd is a fresh descriptor we exclusively own.
-            fd: unsafe { OwnedFd::from_raw_fd(fd) },
+            fd: WakeFd::new()?,
         })
     }
 
+    /// The descriptor the loop thread watches for readability.
     pub(crate) fn fd(&self) -> RawFd {
-        self.fd.as_raw_fd()
+        self.fd.read.as_raw_fd()
     }
 
     /// Called from tokio threads (and the loop thread). Never touches Python.
@@ -78,31 +175,14 @@ impl<E> WakeQueue<E> {
 
     fn signal(&self) {
         if !self.pending.swap(true, Ordering::AcqRel) {
-            let one: u64 = 1;
-            // SAFETY: writing 8 bytes from a valid u64 to our eventfd. EAGAIN (counter
-            // saturated) is harmless: a wake-up is pending anyway.
-            unsafe {
-                libc::write(
-                    self.fd.as_raw_fd(),
-                    &one as *const u64 as *const libc::c_void,
-                    8,
-                );
-            }
+            self.fd.signal();
         }
     }
 
     /// Called on the loop thread before draining: reset the eventfd, then the flag, so a
     /// push racing with the drain either lands in this drain or triggers a new wake-up.
     pub(crate) fn reset(&self) {
-        let mut buf: u64 = 0;
-        // SAFETY: reading 8 bytes into a valid u64; EAGAIN just means nothing was pending.
-        unsafe {
-            libc::read(
-                self.fd.as_raw_fd(),
-                &mut buf as *mut u64 as *mut libc::c_void,
-                8,
-            );
-        }
+        self.fd.drain();
         self.pending.store(false, Ordering::Release);
     }
 
@@ -113,5 +193,39 @@ impl<E> WakeQueue<E> {
     /// Nothing queued (a push racing with this call may land either way).
     pub(crate) fn is_empty(&self) -> bool {
         self.queue.is_empty()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Whether the loop thread's descriptor polls readable now.
+    fn readable(fd: RawFd) -> bool {
+        let mut pfd = libc::pollfd {
+            fd,
+            events: libc::POLLIN,
+            revents: 0,
+        };
+        // SAFETY: one valid pollfd, no wait.
+        unsafe { libc::poll(&mut pfd, 1, 0) == 1 }
+    }
+
+    #[test]
+    fn a_wake_up_is_readable_once_until_reset() {
+        // The eventfd, or with the `portable` feature the pipe.
+        let wakeup = WakeQueue::<()>::new().expect("a wake-up descriptor");
+        assert!(!readable(wakeup.fd()));
+        wakeup.signal();
+        wakeup.signal(); // already pending: writes nothing more
+        assert!(readable(wakeup.fd()));
+        wakeup.reset();
+        assert!(!readable(wakeup.fd()), "reset left a wake-up behind");
+        for _ in 0..3 {
+            wakeup.signal();
+            assert!(readable(wakeup.fd()));
+            wakeup.reset();
+        }
+        assert!(!readable(wakeup.fd()));
     }
 }

@@ -10,17 +10,18 @@
 //! non-blocking: sendfile's EAGAIN waits for write readiness like any write.
 
 use std::io::{self, IoSlice};
-use std::os::fd::{AsRawFd, RawFd};
+use std::os::fd::RawFd;
 use std::pin::Pin;
-use std::task::{ready, Context, Poll};
+use std::task::{Context, Poll};
 
-use tokio::io::{AsyncRead, AsyncWrite, Interest, ReadBuf};
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 use crate::bridge::{file_spans_in_use, lookup_file_span, Lookup};
 
 /// Bytes one sendfile call may move: a large file goes out in several calls, each a
 /// partial write, so other connections on the thread get their turn in between.
+#[cfg(all(target_os = "linux", not(feature = "portable")))]
 const SENDFILE_MAX: usize = 2 << 20;
 
 pub(crate) struct SendFile {
@@ -33,6 +34,7 @@ impl SendFile {
     }
 
     /// Up to `len` bytes of `fd` from `offset`, straight to the socket.
+    #[cfg(all(target_os = "linux", not(feature = "portable")))]
     fn poll_sendfile(
         &self,
         cx: &mut Context<'_>,
@@ -40,10 +42,11 @@ impl SendFile {
         offset: u64,
         len: usize,
     ) -> Poll<io::Result<usize>> {
+        use std::os::fd::AsRawFd;
         let socket = self.inner.as_raw_fd();
         loop {
-            ready!(self.inner.poll_write_ready(cx))?;
-            let sent = self.inner.try_io(Interest::WRITABLE, || {
+            std::task::ready!(self.inner.poll_write_ready(cx))?;
+            let sent = self.inner.try_io(tokio::io::Interest::WRITABLE, || {
                 let mut at = offset as libc::off_t;
                 // SAFETY: both descriptors are open (the placeholder being written keeps
                 // the file open); `at` is a valid off_t the call updates.
@@ -65,6 +68,19 @@ impl SendFile {
                 Ok(n) => Ok(n),
             });
         }
+    }
+
+    /// No placeholder is made without Linux's sendfile (`file_spans::region`): one that
+    /// reached here anyway is refused like a stale one, never written.
+    #[cfg(not(all(target_os = "linux", not(feature = "portable"))))]
+    fn poll_sendfile(
+        &self,
+        _cx: &mut Context<'_>,
+        _fd: RawFd,
+        _offset: u64,
+        _len: usize,
+    ) -> Poll<io::Result<usize>> {
+        Poll::Ready(Err(stale()))
     }
 
     fn poll_placeholder(&self, cx: &mut Context<'_>, lookup: Lookup) -> Poll<io::Result<usize>> {

@@ -328,6 +328,11 @@ fn warn_body_failed(conn: &ConnCtx, err: BodyError, limits: BodyLimits) {
 /// the same machine pays more than sendfile saves (server + client CPU per 5 MB: ~3.8 ms
 /// by sendfile, ~3.0 ms copied), so there the file is read and written like any body.
 fn writes_by_sendfile(conn: &ConnCtx, response: &Response<ResponseBody>) -> bool {
+    // Linux's sendfile only (server::sendfile): elsewhere, and with the `portable` feature,
+    // file bodies are read and written whatever --sendfile says.
+    if !cfg!(all(target_os = "linux", not(feature = "portable"))) {
+        return false;
+    }
     let wanted = match conn.shared.config.sendfile {
         SendfileMode::On => true,
         SendfileMode::Off => false,

@@ -7,7 +7,6 @@
 
 use std::fs::{File, Metadata};
 use std::io;
-use std::os::fd::AsRawFd;
 use std::os::unix::fs::{FileExt, MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 
@@ -270,16 +269,31 @@ fn open_inside(ask: &Ask, path: &Path, seen: &mut Vec<(PathBuf, Seen)>) -> Optio
             .map_or(Seen::Missing, |m| Seen::Present(Stamp::of(m))),
     ));
     let meta = meta?;
-    let real = real_path(&file).or_else(|| std::fs::canonicalize(path).ok())?;
+    let real = real_path(&file, path)?;
     if !ask.follow_symlinks && !real.starts_with(&ask.mount) {
         return None;
     }
     Some(Opened { file, meta, real })
 }
 
-/// The path the kernel has for an open file (None without /proc).
-fn real_path(file: &File) -> Option<PathBuf> {
-    std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()
+/// The path the kernel has for an open file, or (without /proc mounted) `path` canonicalized.
+#[cfg(all(target_os = "linux", not(feature = "portable")))]
+fn real_path(file: &File, path: &Path) -> Option<PathBuf> {
+    use std::os::fd::AsRawFd;
+    std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd()))
+        .ok()
+        .or_else(|| std::fs::canonicalize(path).ok())
+}
+
+/// Without /proc (macOS, the BSDs, the `portable` feature): the path canonicalized, taken
+/// only if it names the very file opened (same device and inode), so a symlink swapped in
+/// between the open and this check still cannot redirect what is served.
+#[cfg(not(all(target_os = "linux", not(feature = "portable"))))]
+fn real_path(file: &File, path: &Path) -> Option<PathBuf> {
+    let real = std::fs::canonicalize(path).ok()?;
+    let opened = file.metadata().ok()?;
+    let named = std::fs::metadata(&real).ok()?;
+    (opened.dev() == named.dev() && opened.ino() == named.ino()).then_some(real)
 }
 
 /// The first acceptable precompressed sibling of `real` that is a regular file inside the
