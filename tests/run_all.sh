@@ -105,5 +105,10 @@ for interp in $INTERPRETERS; do
     # The outer timeout is a last guard: a hung suite fails here, in CI's budget, not CI.
     (cd "$ROOT" && timeout -k 30 "${PYTEST_TIMEOUT:-2400}" "$venv/bin/python" -m pytest $PYTEST_ARGS tests)
 done
+# The suite's own wheels (3.11, 3.13, PyPy) installed as a user would: a fresh virtualenv,
+# no cargo or rustc on PATH, `ferrocorn --version` and one request.
+rm -rf "$ROOT/target/wheels-verify" && mkdir -p "$ROOT/target/wheels-verify"
+cp "$ROOT"/target/wheels-test/*/*.whl "$ROOT/target/wheels-verify/"
+WHEELS=1 SMOKE= SDIST=0 bash packaging/verify-wheels.sh "$ROOT/target/wheels-verify"
 bash packaging/ci.sh  # wheels for 3.9/3.10/3.12 + smoke, the sdist, the portable build
 echo "== all tests passed"
