@@ -30,7 +30,7 @@ import cffi
 
 from .. import _ferrocorn
 from .._ferrocorn import ClientDisconnected
-from .http import _count
+from .http import _count, packed_start
 
 _CDEF = """
 int ferrocorn_fast_drain(void *fp, int first, const char **data, size_t *len);
@@ -60,7 +60,6 @@ _RECV_WAIT, _RECV_LAST, _RECV_MORE, _RECV_DISCONNECT = 0, 1, 2, 3
 # Sent codes (protocol.rs `Sent`), and GONE.
 _DONE, _COMPLETE, _WAIT, _DISCONNECTED, _FAULT = 0, 1, 2, 3, 4
 _GONE = -1
-_NO_HEADERS: list = []
 _DISCONNECT = {"type": "http.disconnect"}
 
 error_logger = logging.getLogger("ferrocorn.error")
@@ -189,28 +188,14 @@ class FastRequest:
 
     def _send_start(self, message: dict) -> int | None:
         """The start message taken apart here, or None when it is not of the common shape
-        (promised trailers, headers that are not pairs of bytes, an odd status)."""
-        status = message.get("status")
-        if type(status) is not int or not 200 <= status <= 599:
+        (``packed_start``) or promises trailers (the slow way chunks for them)."""
+        parts = packed_start(message)
+        if parts is None or parts[3]:
             return None
-        if message.get("trailers", False) is not False:
-            return None
-        headers = message.get("headers", _NO_HEADERS)
-        if type(headers) is not list and type(headers) is not tuple:
-            return None
-        fields = []
-        for pair in headers:
-            if (type(pair) is not tuple and type(pair) is not list) or len(pair) != 2:
-                return None
-            name, value = pair
-            if type(name) is not bytes or type(value) is not bytes:
-                return None
-            fields.append(name)
-            fields.append(value)
-        packed = b"\0".join(fields)
+        status, packed, count, _ = parts
         shared = self.shared
         return lib.ferrocorn_fast_send_start(
-            shared.fp, self.handle, status, packed, len(packed), len(headers)
+            shared.fp, self.handle, status, packed, len(packed), count
         )
 
     def _sent(self, code: int, message: dict) -> Any:

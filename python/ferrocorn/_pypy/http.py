@@ -72,8 +72,11 @@ def _crossable(body: bytes) -> Any:
     return bytearray(body)
 
 
-def _start_packed(proto: HttpProtocol, message: dict) -> Any:
-    """``send_start_packed`` for a message of the common shape, else None."""
+def packed_start(message: dict) -> tuple[int, bytes, int, bool] | None:
+    """An ``http.response.start`` of the common shape taken apart: (status, its headers packed
+    ``name\\0value\\0...``, their count, trailers); None for anything else, which the caller
+    then sends as the message itself, whose parse names the fault. Shared by this module and
+    the fast path (``fast.py``)."""
     status = message.get("status")
     if type(status) is not int or not 200 <= status <= 599:
         return None
@@ -92,7 +95,15 @@ def _start_packed(proto: HttpProtocol, message: dict) -> Any:
             return None
         fields.append(name)
         fields.append(value)
-    return _send_start_packed(proto, status, b"\0".join(fields), len(headers), trailers)
+    return status, b"\0".join(fields), len(headers), trailers
+
+
+def _start_packed(proto: HttpProtocol, message: dict) -> Any:
+    """``send_start_packed`` for a message of the common shape, else None."""
+    parts = packed_start(message)
+    if parts is None:
+        return None
+    return _send_start_packed(proto, *parts)
 
 
 def http_send(proto: HttpProtocol) -> Callable[[Any], Any]:
