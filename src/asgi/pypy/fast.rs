@@ -517,21 +517,3 @@ pub unsafe extern "C" fn ferrocorn_fast_fail(fp: *const FastPath, handle: u64) -
         })
     }
 }
-
-/// `--timeout-request` is cancelling the app: as `HttpProtocol.timed_out`.
-///
-/// # Safety
-/// `fp` from `Core.fast_path()`.
-#[no_mangle]
-pub unsafe extern "C" fn ferrocorn_fast_timed_out(fp: *const FastPath, handle: u64) -> i32 {
-    // SAFETY: forwarded from the caller.
-    unsafe {
-        guarded(fp, GONE, |f| match lock(&f.requests).get(handle) {
-            Some(request) => {
-                request.proto.ex.state().timed_out = true;
-                0
-            }
-            None => GONE,
-        })
-    }
-}
