@@ -46,7 +46,7 @@ pub(crate) struct Dispatcher {
 
 /// `Forwarded` or any `X-Forwarded-*` header. One pass over the names (requests carry few)
 /// is cheaper than five hash lookups.
-fn has_forwarding_header(headers: &http::HeaderMap) -> bool {
+pub(crate) fn has_forwarding_header(headers: &http::HeaderMap) -> bool {
     headers.keys().any(|name| {
         let name = name.as_str().as_bytes();
         name == b"forwarded" || name.starts_with(b"x-forwarded-")
@@ -213,15 +213,7 @@ impl Dispatcher {
     }
 
     fn dispatch(&self, py: Python<'_>, req: PendingRequest) -> PyResult<()> {
-        let line = RequestLine {
-            method: req.head.method.clone(),
-            uri: req.head.uri.clone(),
-            version: req.head.version,
-            peer: req.conn.peer,
-            trailers: req.trailers,
-            early_hints: req.early_hints,
-            fields: access::request_fields(self.ctx.access_log.as_ref(), &req.head.headers),
-        };
+        let line = RequestLine::of(&req, self.ctx.access_log.as_ref());
         let proto = Bound::new(
             py,
             HttpProtocol::new(

@@ -19,7 +19,7 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict};
 
 use crate::access_log::json::RequestFields;
-use crate::asgi::access::{self, version_text, CallAccess, Outcome};
+use crate::asgi::access::{self, version_text, AccessLog, CallAccess, Outcome};
 use crate::asgi::errors::log_warning;
 use crate::asgi::loop_ctx::LoopCtx;
 use crate::asgi::messages::{
@@ -28,13 +28,13 @@ use crate::asgi::messages::{
 };
 use crate::asgi::response::{Action, End, Fault, HeadBody, Incoming};
 use crate::asgi::waiters::{self, client_disconnected, Channel};
-use crate::bridge::Waiters;
 use crate::bridge::{
     BodyTx, CloseGuard, FileSource, OpenError, OutChunk, ResponseBody, RoomWaiter, SpanError,
 };
 use crate::bridge::{
     DeferredMessage, DeferredSend, EarlyHint, HttpCloseGuard, HttpExchange, HttpState, RequestBody,
 };
+use crate::bridge::{PendingRequest, Waiters};
 use crate::http::responses::{build_response, error_response};
 
 /// What the access log needs; moved out of the request head before the scope is built.
@@ -49,6 +49,21 @@ pub(crate) struct RequestLine {
     pub(crate) early_hints: bool,
     /// The headers the JSON access line shows; only with `--log-format json`.
     pub(crate) fields: Option<Box<RequestFields>>,
+}
+
+impl RequestLine {
+    /// What the access log and the response rules keep of `req`'s head (both dispatch paths).
+    pub(crate) fn of(req: &PendingRequest, log: Option<&AccessLog>) -> Self {
+        RequestLine {
+            method: req.head.method.clone(),
+            uri: req.head.uri.clone(),
+            version: req.head.version,
+            peer: req.conn.peer,
+            trailers: req.trailers,
+            early_hints: req.early_hints,
+            fields: access::request_fields(log, &req.head.headers),
+        }
+    }
 }
 
 /// The warning about HTTP/1.1 trailers without a `Trailer` field is logged once per process.

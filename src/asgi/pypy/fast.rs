@@ -24,7 +24,7 @@ use bytes::Bytes;
 use http::StatusCode;
 
 use super::packing::{pack_scope_into, unpack_headers};
-use crate::asgi::access;
+use crate::asgi::dispatch::has_forwarding_header;
 use crate::asgi::loop_ctx::LoopCtx;
 use crate::asgi::protocol::{HttpProtocol, RequestLine, Sent};
 use crate::asgi::response::Incoming;
@@ -259,15 +259,7 @@ impl FastPath {
             return Err(req);
         }
         requests.close_record(at);
-        let line = RequestLine {
-            method: req.head.method.clone(),
-            uri: req.head.uri.clone(),
-            version: req.head.version,
-            peer: req.conn.peer,
-            trailers: req.trailers,
-            early_hints: req.early_hints,
-            fields: access::request_fields(self.ctx.access_log.as_ref(), &req.head.headers),
-        };
+        let line = RequestLine::of(&req, self.ctx.access_log.as_ref());
         let exchange = req.exchange.clone();
         let proto = HttpProtocol::new(
             exchange.clone(),
@@ -280,14 +272,6 @@ impl FastPath {
         exchange.state().fast_handle = handle;
         Ok(())
     }
-}
-
-/// `Forwarded` or any `X-Forwarded-*` header (as the dispatcher's `pick`).
-fn has_forwarding_header(headers: &http::HeaderMap) -> bool {
-    headers.keys().any(|name| {
-        let name = name.as_str().as_bytes();
-        name == b"forwarded" || name.starts_with(b"x-forwarded-")
-    })
 }
 
 /// `f` with the fast path at `fp`, any panic caught and answered with `on_panic`.
