@@ -166,17 +166,19 @@ def lifespan_state(app) -> dict | None:
     state: dict = {}
     scope = {"type": "lifespan", "asgi": {"version": "3.0", "spec_version": "2.5"}}
     scope["state"] = state
-    started = asyncio.Event()
-    stop = asyncio.Event()
+    # Made inside the loop: on Python 3.9 (PyPy) an Event binds the loop current at creation.
+    events: list[asyncio.Event] = []
     failed: list = []
 
     async def receive():
+        started, stop = events
         if not started.is_set():
             return {"type": "lifespan.startup"}
         await stop.wait()
         return {"type": "lifespan.shutdown"}
 
     async def send(message):
+        started = events[0]
         if message["type"] == "lifespan.startup.complete":
             started.set()
         elif message["type"] == "lifespan.startup.failed":
@@ -184,6 +186,8 @@ def lifespan_state(app) -> dict | None:
             started.set()
 
     async def main():
+        events[:] = [asyncio.Event(), asyncio.Event()]
+        started, stop = events
         task = asyncio.ensure_future(app(scope, receive, send))
         waiter = asyncio.ensure_future(started.wait())
         await asyncio.wait([task, waiter], return_when=asyncio.FIRST_COMPLETED)

@@ -281,9 +281,8 @@ def reader(core: Any, address: int, start: Callable, app: Any, runner: Any) -> C
     drain_end = lib.ferrocorn_fast_drain_end
     unpack_record = _RECORD.unpack_from
 
-    def dispatch(records: bytes) -> None:
+    def dispatch(records: Any, end: int) -> None:
         at = 0
-        end = len(records)
         while at < end:
             length, kind, handle = unpack_record(records, at)
             if at + length >= end:
@@ -311,7 +310,10 @@ def reader(core: Any, address: int, start: Callable, app: Any, runner: Any) -> C
         flags = fast_drain(fp, 1, data, size)
         length = size[0]
         if length:
-            dispatch(ffi.buffer(data[0], length)[:])
+            # Read in place (the core keeps the buffer until the next drain): a copy of the
+            # whole batch would be one large object, which PyPy's GC promotes at once and which
+            # then drives its major collections; each request's slice below is small and dies young.
+            dispatch(ffi.buffer(data[0], length), length)
         if flags & _SLOW:
             drain_slow()
         drain_end(fp)

@@ -40,38 +40,77 @@ fn pack_fields(req: &PendingRequest, out: &mut Vec<u8>) -> Option<()> {
     if conn.tls.is_some() || head.version == Version::HTTP_2 || req.trailers {
         return None;
     }
+    let start = out.len();
     let raw_path = head.uri.path().as_bytes();
     let decoded = percent_decode(raw_path).decode_utf8_lossy();
     let decoded = decoded.as_bytes();
     let query = head.uri.query().unwrap_or("").as_bytes();
-    field(out, head.method.as_str().as_bytes())?;
-    field(out, http_version(head.version).as_bytes())?;
-    field(out, raw_path)?;
-    field(out, if decoded == raw_path { b"" } else { decoded })?;
-    field(out, query)?;
+    let mut fields = Fields { out, count: 0 };
+    fields.push(head.method.as_str().as_bytes());
+    fields.push(http_version(head.version).as_bytes());
+    fields.push(raw_path);
+    fields.push(if decoded == raw_path { b"" } else { decoded });
+    fields.push(query);
     match conn.peer {
         Some(peer) => {
-            field(out, conn.peer_host.as_bytes())?;
-            field(out, peer.port().to_string().as_bytes())?;
+            fields.push(conn.peer_host.as_bytes());
+            fields.push_port(peer.port());
         }
-        None => out.extend_from_slice(b"\0\0"),
+        None => {
+            fields.push(b"");
+            fields.push(b"");
+        }
     }
     match &conn.local {
         LocalAddr::Tcp(local) => {
-            field(out, conn.local_host.as_bytes())?;
-            field(out, local.port().to_string().as_bytes())?;
+            fields.push(conn.local_host.as_bytes());
+            fields.push_port(local.port());
         }
         LocalAddr::Unix(path) => {
-            field(out, path.as_bytes())?;
-            out.push(0);
+            fields.push(path.as_bytes());
+            fields.push(b"");
         }
     }
     for (name, value) in head.headers.iter() {
-        field(out, name.as_str().as_bytes())?;
-        field(out, value.as_bytes())?;
+        fields.push(name.as_str().as_bytes());
+        fields.push(value.as_bytes());
     }
+    let count = fields.count;
     out.pop(); // the last field's separator
-    Some(())
+               // One pass over the whole packing instead of one per field: a NUL inside any field (a
+               // decoded `%00` in the path; the parsers refuse it everywhere else) would shift the
+               // fields after it, so the packing then does not carry this request.
+    (memchr::memchr_iter(0, &out[start..]).count() + 1 == count).then_some(())
+}
+
+/// Fields appended to a packing, each followed by its separator, and counted.
+struct Fields<'a> {
+    out: &'a mut Vec<u8>,
+    count: usize,
+}
+
+impl Fields<'_> {
+    fn push(&mut self, bytes: &[u8]) {
+        self.out.extend_from_slice(bytes);
+        self.out.push(0);
+        self.count += 1;
+    }
+
+    /// A port in decimal, without the `String` that `to_string` would allocate.
+    fn push_port(&mut self, port: u16) {
+        let mut digits = [0u8; 5];
+        let mut at = digits.len();
+        let mut rest = port;
+        loop {
+            at -= 1;
+            digits[at] = b'0' + (rest % 10) as u8;
+            rest /= 10;
+            if rest == 0 {
+                break;
+            }
+        }
+        self.push(&digits[at..]);
+    }
 }
 
 fn http_version(version: Version) -> &'static str {
@@ -81,16 +120,6 @@ fn http_version(version: Version) -> &'static str {
         Version::HTTP_3 => "3",
         _ => "1.1",
     }
-}
-
-/// One field of a packed scope, and its separator; None if it holds the separator.
-fn field(out: &mut Vec<u8>, bytes: &[u8]) -> Option<()> {
-    if bytes.contains(&0) {
-        return None;
-    }
-    out.extend_from_slice(bytes);
-    out.push(0);
-    Some(())
 }
 
 /// Headers packed as `count` pairs `name\0value\0name\0value`. None if the packing does not
