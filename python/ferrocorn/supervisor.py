@@ -16,8 +16,9 @@ socket and runs worker processes that serve it.
   evenly every time).  A socket that stays open in the supervisor loses nothing when its
   worker stops (SIGHUP, recycling, a crash): the kernel keeps queueing on it, and the next
   worker of the slot (during SIGHUP and recycling, already serving) accepts from the same
-  queue; after a crash, though, connections hashed to that slot wait until the new worker
-  serves, where a shared socket would give them to another worker.  Only
+  queue.  While a slot has no worker serving (after a crash, until the replacement serves),
+  the supervisor hands its socket to a live worker, which accepts on it meanwhile
+  (``slot_handover.py``).  Only
   SIGTTOU, which closes a slot, can reset connections queued on that slot's socket in the
   instant between its worker's last accept and its close (the supervisor lets go of the socket
   first, and the worker holds it only while it accepts).
@@ -73,6 +74,7 @@ from ._process_contract import (
 from .config import Config, ConfigError, socket_kind
 from .metrics import log_endpoint, open_metrics_socket
 from .probes import open_probes
+from .slot_handover import SlotCovers, channel_pair
 from .supervisor_metrics import SupervisorMetrics
 
 if TYPE_CHECKING:
@@ -113,6 +115,7 @@ def _describe_exit(code: int) -> str:
 
 class _Worker:
     __slots__ = (
+        "control",
         "for_sighup",
         "judged",
         "pid",
@@ -127,7 +130,13 @@ class _Worker:
         "started",
     )
 
-    def __init__(self, proc: subprocess.Popen[bytes], pipe_fd: int, slot: int) -> None:
+    def __init__(
+        self,
+        proc: subprocess.Popen[bytes],
+        pipe_fd: int,
+        slot: int,
+        control: socket.socket | None,
+    ) -> None:
         self.proc = proc
         self.pid = proc.pid
         self.pipe_fd: int | None = pipe_fd  # read end of its pipe until EOF
@@ -140,6 +149,7 @@ class _Worker:
         self.judged = False  # its start was counted as a success
         self.replaces: _Worker | None = None  # the worker it replaces once it serves
         self.for_sighup = False  # ... as part of a SIGHUP restart
+        self.control = control  # our end of its slot-handover channel (slot_handover.py)
 
 
 class Supervisor:
@@ -168,6 +178,7 @@ class Supervisor:
         self._wait_for_change = False  # --reload: the app failed to start; wait for an edit
         self._metrics: SupervisorMetrics | None = None  # --metrics: the endpoint
         self._probes: ProbeServer | None = None  # --health-port (probes.py)
+        self._covers = SlotCovers()  # slots with no worker serving, covered by a sibling
 
     # ------------------------------------------------------------------ running
 
@@ -308,6 +319,8 @@ class Supervisor:
                     self._read_pipe(key.data)
             self._reap()
             self._update_probes()
+            if self._reuse_port and not self._stopping:
+                self._covers.update(self.workers, self._sockets, self.target)
             if self._stopping:
                 if not self.workers:
                     return
@@ -482,7 +495,12 @@ class Supervisor:
         env[PAYLOAD_ENV] = self._payload
         pass_fds = [listen_fd, write_fd]
         ours = theirs = None  # --metrics: the socket pair (our end, the worker's end)
+        control = control_theirs = None  # the slot-handover channel (our end, theirs)
         try:
+            if self._reuse_port:
+                control, control_theirs = channel_pair()
+                argv += ["--control-fd", str(control_theirs.fileno())]
+                pass_fds.append(control_theirs.fileno())
             if self._metrics is not None:
                 ours, theirs = socket.socketpair()
                 argv += ["--metrics-fd", str(theirs.fileno())]
@@ -492,6 +510,8 @@ class Supervisor:
             os.close(read_fd)
             if ours is not None:
                 ours.close()
+            if control is not None:
+                control.close()
             logger.error("Could not start a worker: %s", exc)
             self._note_failed_start(EXIT_CONFIG_ERROR)
             return None
@@ -499,8 +519,10 @@ class Supervisor:
             os.close(write_fd)
             if theirs is not None:
                 theirs.close()
+            if control_theirs is not None:
+                control_theirs.close()
         os.set_blocking(read_fd, False)
-        worker = _Worker(proc, read_fd, slot)
+        worker = _Worker(proc, read_fd, slot, control)
         self._selector.register(read_fd, selectors.EVENT_READ, worker)
         self.workers.append(worker)
         if self._metrics is not None and ours is not None:
@@ -552,6 +574,9 @@ class Supervisor:
             if worker.pipe_fd is not None:
                 self._read_pipe(worker)  # a line still in the pipe counts
             self._close_pipe(worker)
+            if worker.control is not None:
+                worker.control.close()
+                worker.control = None
             self.workers.remove(worker)
             if self._metrics is not None:
                 self._metrics.worker_exited(worker.pid, self._restart_reason(worker))

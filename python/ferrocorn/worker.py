@@ -24,6 +24,7 @@ import sys
 import threading
 import time
 
+from ._ferrocorn import Core
 from ._process_contract import (
     EXIT_CONFIG_ERROR,
     PAYLOAD_ENV,
@@ -34,6 +35,7 @@ from ._process_contract import (
 from .config import Config, ConfigError
 from .metrics import MetricsChannel
 from .server import Server, run_server
+from .slot_handover import serve_channel
 
 logger = logging.getLogger("ferrocorn.error")
 
@@ -52,8 +54,10 @@ class WorkerServer(Server):
         pipe_fd: int | None,
         listen_fd: int | None = None,
         metrics_fd: int | None = None,
+        control_fd: int | None = None,
     ) -> None:
         super().__init__(config)
+        self._control_fd = control_fd
         self._pipe_fd = pipe_fd
         self._listen_fd = listen_fd
         self._metrics_fd = metrics_fd
@@ -116,7 +120,15 @@ class WorkerServer(Server):
         if fd is not None:
             os.close(fd)
         logger.info("Started worker [%d]", os.getpid())
+        control, self._control_fd = self._control_fd, None
+        if control is not None:
+            # From now on the supervisor may hand this worker a sibling slot's socket.
+            serve_channel(socket.socket(fileno=control), self._serving_core)
         self._tell_supervisor(READY_LINE)
+
+    def _serving_core(self) -> Core | None:
+        """The core while it accepts (for slot handover), else None."""
+        return None if self.should_exit else self._core
 
     def _max_requests_reached(self) -> bool:
         if self._recycle_asked:
@@ -154,10 +166,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ready-fd", type=int, required=True, help="pipe for the ready line")
     parser.add_argument("--limit-max-requests", type=int, default=None)
     parser.add_argument("--metrics-fd", type=int, default=None, help="socket for metrics")
+    parser.add_argument("--control-fd", type=int, default=None, help="slot handover channel")
     args = parser.parse_args(argv)
     os.set_inheritable(args.ready_fd, False)  # not for the app's own subprocesses
-    if args.metrics_fd is not None:
-        os.set_inheritable(args.metrics_fd, False)
+    for fd in (args.metrics_fd, args.control_fd):
+        if fd is not None:
+            os.set_inheritable(fd, False)
 
     encoded = os.environ.pop(PAYLOAD_ENV, None)
     try:
@@ -188,7 +202,7 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         logger.error("%s", exc)
         return EXIT_CONFIG_ERROR
-    server = WorkerServer(config, args.ready_fd, args.fd, args.metrics_fd)
+    server = WorkerServer(config, args.ready_fd, args.fd, args.metrics_fd, args.control_fd)
     server.stand_in_on_failure = bool(payload.get("stand_in_on_failure"))
     threading.Thread(
         target=_watch_parent,
