@@ -30,7 +30,8 @@ socket and runs worker processes that serve it.
   ``MAX_FAILED_STARTS`` failed starts in a row stop the supervisor (exit code 3 when the workers
   failed lifespan startup, else 1).  With ``--reload`` there is no such limit: the supervisor waits
   for the next file change instead.
-- A worker at its request limit keeps serving until its replacement serves, then is stopped.
+- A worker at its request limit keeps serving until its replacement serves, then is stopped;
+  workers of different slots due at the same time are replaced at the same time.
 - ``--metrics``: the supervisor serves the endpoint and collects the workers' counts over a
   socket pair per worker (``supervisor_metrics.py``).
 - Signals: SIGTERM/SIGINT stop the workers gracefully and exit 0 (a second SIGINT kills them);
@@ -171,7 +172,9 @@ class Supervisor:
         self._next_start = 0.0  # no start before this (after a failed start)
         self._roll_queue: list[_Worker] = []  # old workers SIGHUP still has to replace
         self._rolling = False
-        self._replacement: _Worker | None = None  # the one being started to replace another
+        # Started to replace another worker, not serving yet: one at a time for SIGHUP, one
+        # per worker at its request limit (slots recycle in parallel).
+        self._replacements: list[_Worker] = []
         self._reloader: _Reloader | None = None
         self._reload_at: float | None = None
         self._changes: set[str] = set()
@@ -595,9 +598,9 @@ class Supervisor:
         for other in self.workers:
             if other.replaces is worker:
                 other.replaces = None
-        was_replacement = worker is self._replacement
+        was_replacement = worker in self._replacements
         if was_replacement:
-            self._replacement = None
+            self._replacements.remove(worker)
         if worker.retiring or self._stopping:
             level = logging.INFO if code in (0, -signal.SIGTERM) else logging.WARNING
             logger.log(level, "Worker [%d] stopped: it %s.", worker.pid, how)
@@ -694,44 +697,49 @@ class Supervisor:
     # ------------------------------------------------------------------ replacing workers
 
     def _begin_roll(self) -> None:
-        olds = [w for w in self.workers if not w.retiring and w is not self._replacement]
+        olds = [w for w in self.workers if not w.retiring and w not in self._replacements]
         logger.info("Received SIGHUP: replacing %d worker(s) one at a time.", len(olds))
         self._roll_queue = olds
         self._rolling = True
         self._wait_for_change = False
 
     def _step_replacements(self, now: float) -> None:
-        """One replacement at a time (SIGHUP first, then workers at their request limit):
-        start the new worker in the old one's slot; once it serves, stop the old one."""
-        new = self._replacement
-        if new is not None:
-            if not new.ready:
-                return
-            self._replacement = None
+        """Start each new worker in the old one's slot; once it serves, stop the old one.
+        SIGHUP replaces one worker at a time; every worker at its request limit gets its
+        replacement at once (each slot's old worker serves on meanwhile)."""
+        for new in [w for w in self._replacements if w.ready]:
+            self._replacements.remove(new)
             old, new.replaces = new.replaces, None
             if old is not None and old in self.workers and not old.retiring:
                 logger.info("Worker [%d] is serving: stopping worker [%d].", new.pid, old.pid)
                 self._terminate(old, "reloaded" if new.for_sighup else "recycled")
-        if self._rolling and not self._roll_queue:
+        sighup_pending = any(w.for_sighup for w in self._replacements)
+        if self._rolling and not self._roll_queue and not sighup_pending:
             self._rolling = False
             logger.info("All workers replaced.")
         if self._wait_for_change or now < self._next_start:
             return
-        while self._replacement is None:
-            if self._roll_queue:
-                old, for_sighup = self._roll_queue.pop(0), True
-            else:
-                wanting = [w for w in self.workers if w.recycle and not w.retiring]
-                if not wanting:
-                    return
-                old, for_sighup = wanting[0], False
-            if old not in self.workers or old.retiring:
+        being_replaced = {id(w.replaces) for w in self._replacements}
+        while self._roll_queue and not sighup_pending:
+            old = self._roll_queue.pop(0)
+            if old not in self.workers or old.retiring or id(old) in being_replaced:
                 continue
-            new = self._spawn(old.slot)
-            if new is None:
+            if not self._start_replacement(old, for_sighup=True):
                 return
-            new.replaces, new.for_sighup = old, for_sighup
-            self._replacement = new
+            being_replaced.add(id(old))
+            sighup_pending = True
+        for old in list(self.workers):
+            if old.recycle and not old.retiring and id(old) not in being_replaced:
+                if not self._start_replacement(old, for_sighup=False):
+                    return
+
+    def _start_replacement(self, old: _Worker, for_sighup: bool) -> bool:
+        new = self._spawn(old.slot)
+        if new is None:
+            return False
+        new.replaces, new.for_sighup = old, for_sighup
+        self._replacements.append(new)
+        return True
 
     # ------------------------------------------------------------------ reload
 
