@@ -77,6 +77,7 @@ from .metrics import log_endpoint, open_metrics_socket
 from .probes import open_probes
 from .slot_handover import SlotCovers, channel_pair
 from .supervisor_metrics import SupervisorMetrics
+from .template import ForkedProcess, Template
 
 if TYPE_CHECKING:
     from ._ferrocorn import ProbeServer
@@ -133,7 +134,7 @@ class _Worker:
 
     def __init__(
         self,
-        proc: subprocess.Popen[bytes],
+        proc: subprocess.Popen[bytes] | ForkedProcess,
         pipe_fd: int,
         slot: int,
         control: socket.socket | None,
@@ -182,6 +183,10 @@ class Supervisor:
         self._metrics: SupervisorMetrics | None = None  # --metrics: the endpoint
         self._probes: ProbeServer | None = None  # --health-port (probes.py)
         self._covers = SlotCovers()  # slots with no worker serving, covered by a sibling
+        # --limit-max-requests: forks the replacements of recycled workers (template.py);
+        # retired ones (SIGHUP) until they exit.
+        self._template: Template | None = None
+        self._old_templates: list[Template] = []
 
     # ------------------------------------------------------------------ running
 
@@ -196,6 +201,7 @@ class Supervisor:
             if config.reload:
                 self._reloader = _Reloader(config, self._wake)
             self._bind()
+            self._start_template()
             if config.metrics:
                 sock = open_metrics_socket(config.metrics_host, config.metrics_port)
                 self._metrics = SupervisorMetrics(sock, lambda: self.target)
@@ -220,6 +226,7 @@ class Supervisor:
             for worker in self.workers:  # only after an unexpected error
                 worker.proc.kill()
                 worker.proc.wait()
+            self._stop_templates()
             if self._metrics is not None:
                 self._metrics.stop()
             if self._probes is not None:
@@ -318,8 +325,11 @@ class Supervisor:
             for key, _ in self._selector.select(self._timeout()):
                 if key.data is None:
                     self._read_signals(key.fd)
+                elif isinstance(key.data, Template):
+                    key.data.read()
                 else:
                     self._read_pipe(key.data)
+            self._check_templates()
             self._reap()
             self._update_probes()
             if self._reuse_port and not self._stopping:
@@ -472,7 +482,67 @@ class Supervisor:
 
     # ------------------------------------------------------------------ workers
 
-    def _spawn(self, slot: int) -> _Worker | None:
+    # ------------------------------------------------------------------ the template
+
+    def _start_template(self) -> None:
+        """With --limit-max-requests (and slot sockets: Linux): a template process to fork
+        the replacements of recycled workers from; none with --reload."""
+        config = self.config
+        if config.limit_max_requests is None or config.reload or not self._reuse_port:
+            return
+        try:
+            template = Template(self._payload)
+        except OSError as exc:
+            logger.warning(
+                "Could not start the template process (%s): recycling starts fresh interpreters.",
+                exc,
+            )
+            return
+        self._template = template
+        self._selector.register(template.channel, selectors.EVENT_READ, template)
+
+    def _check_templates(self) -> None:
+        template = self._template
+        if template is not None and template.gone:
+            if template.unusable is not None:
+                logger.warning(
+                    "Recycled workers start as fresh interpreters: %s.", template.unusable
+                )
+            self._old_templates.append(template)
+            self._template = None
+        for old in list(self._old_templates):
+            if old.reap():
+                with contextlib.suppress(KeyError, ValueError):
+                    self._selector.unregister(old.channel)
+                self._old_templates.remove(old)
+
+    def _renew_template(self) -> None:
+        """SIGHUP: new code, so a new template (the old one exits once its workers have)."""
+        if self._template is not None:
+            self._template.retire()
+            self._old_templates.append(self._template)
+            self._template = None
+        self._start_template()
+
+    def _stop_templates(self) -> None:
+        if self._template is not None:
+            self._old_templates.append(self._template)
+            self._template = None
+        for template in self._old_templates:
+            template.retire()
+            try:
+                template.proc.wait(SHUTDOWN_MARGIN)
+            except subprocess.TimeoutExpired:
+                template.proc.kill()
+                template.proc.wait()
+            template.channel.close()
+        self._old_templates.clear()
+
+    # ------------------------------------------------------------------ workers
+
+    def _spawn(self, slot: int, forked: bool = False) -> _Worker | None:
+        """A new worker for ``slot``: forked from the template when ``forked`` and it is
+        ready, else a fresh interpreter."""
         try:
             listen_fd = self._socket_for(slot).fileno()
         except OSError as exc:
@@ -492,6 +562,10 @@ class Supervisor:
             "--ready-fd",
             str(write_fd),
         ]
+        named_fds = [("listen", listen_fd), ("ready", write_fd)]
+        template = self._template if forked else None
+        if template is not None and (not template.ready or template.gone):
+            template = None
         if limit is not None:
             argv += ["--limit-max-requests", str(limit)]
         env = dict(os.environ)
@@ -504,11 +578,17 @@ class Supervisor:
                 control, control_theirs = channel_pair()
                 argv += ["--control-fd", str(control_theirs.fileno())]
                 pass_fds.append(control_theirs.fileno())
+                named_fds.append(("control", control_theirs.fileno()))
             if self._metrics is not None:
                 ours, theirs = socket.socketpair()
                 argv += ["--metrics-fd", str(theirs.fileno())]
                 pass_fds.append(theirs.fileno())
-            proc = subprocess.Popen(argv, env=env, pass_fds=pass_fds)
+                named_fds.append(("metrics", theirs.fileno()))
+            proc: subprocess.Popen[bytes] | ForkedProcess
+            if template is not None:
+                proc = template.spawn(named_fds, limit)
+            else:
+                proc = subprocess.Popen(argv, env=env, pass_fds=pass_fds)
         except OSError as exc:
             os.close(read_fd)
             if ours is not None:
@@ -699,6 +779,7 @@ class Supervisor:
     def _begin_roll(self) -> None:
         olds = [w for w in self.workers if not w.retiring and w not in self._replacements]
         logger.info("Received SIGHUP: replacing %d worker(s) one at a time.", len(olds))
+        self._renew_template()
         self._roll_queue = olds
         self._rolling = True
         self._wait_for_change = False
@@ -730,11 +811,11 @@ class Supervisor:
             sighup_pending = True
         for old in list(self.workers):
             if old.recycle and not old.retiring and id(old) not in being_replaced:
-                if not self._start_replacement(old, for_sighup=False):
+                if not self._start_replacement(old, for_sighup=False, forked=True):
                     return
 
-    def _start_replacement(self, old: _Worker, for_sighup: bool) -> bool:
-        new = self._spawn(old.slot)
+    def _start_replacement(self, old: _Worker, for_sighup: bool, forked: bool = False) -> bool:
+        new = self._spawn(old.slot, forked)
         if new is None:
             return False
         new.replaces, new.for_sighup = old, for_sighup

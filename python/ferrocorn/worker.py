@@ -23,6 +23,7 @@ import socket
 import sys
 import threading
 import time
+from typing import Any
 
 from ._ferrocorn import Core
 from ._process_contract import (
@@ -149,11 +150,11 @@ class WorkerServer(Server):
         return False
 
 
-def _watch_parent(supervisor_pid: int) -> None:
-    """Stop this worker (SIGTERM to itself: graceful once serving) when the supervisor dies."""
-    while os.getppid() == supervisor_pid:
+def _watch_parent(parent_pid: int) -> None:
+    """Stop this worker (SIGTERM to itself: graceful once serving) when its parent dies."""
+    while os.getppid() == parent_pid:
         time.sleep(_PARENT_CHECK_INTERVAL)
-    logger.warning("Supervisor [%d] is gone; worker [%d] stops.", supervisor_pid, os.getpid())
+    logger.warning("Supervisor [%d] is gone; worker [%d] stops.", parent_pid, os.getpid())
     os.kill(os.getpid(), signal.SIGTERM)
 
 
@@ -186,14 +187,33 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CONFIG_ERROR
     # The supervisor's import path, as multiprocessing's spawn does: the app imports the same.
     sys.path[:] = payload["sys_path"]
+    fds = WorkerFds(args.fd, args.ready_fd, args.metrics_fd, args.control_fd)
+    return serve(payload, fds, args.limit_max_requests, payload["supervisor_pid"])
 
+
+class WorkerFds:
+    """The descriptors a worker gets: its listening socket, its pipe to the supervisor, and
+    (optional) its metrics socket and slot-handover channel."""
+
+    __slots__ = ("control", "listen", "metrics", "ready")
+
+    def __init__(self, listen: int, ready: int, metrics: int | None, control: int | None):
+        self.listen = listen
+        self.ready = ready
+        self.metrics = metrics
+        self.control = control
+
+
+def serve(payload: dict[str, Any], fds: WorkerFds, limit: int | None, parent_pid: int) -> int:
+    """Serve as a worker until stopped; the exit code.  ``parent_pid``: the process whose
+    death stops this worker (the supervisor, or the template it was forked from)."""
     options = dict(payload["options"])
     options.update(
-        fd=args.fd,
+        fd=fds.listen,
         uds=None,
         workers=1,
         reload=False,
-        limit_max_requests=args.limit_max_requests,
+        limit_max_requests=limit,
         limit_max_requests_jitter=0,
         env_file=None,  # the supervisor loaded it; its environment is inherited
     )
@@ -202,11 +222,11 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         logger.error("%s", exc)
         return EXIT_CONFIG_ERROR
-    server = WorkerServer(config, args.ready_fd, args.fd, args.metrics_fd, args.control_fd)
+    server = WorkerServer(config, fds.ready, fds.listen, fds.metrics, fds.control)
     server.stand_in_on_failure = bool(payload.get("stand_in_on_failure"))
     threading.Thread(
         target=_watch_parent,
-        args=(payload["supervisor_pid"],),
+        args=(parent_pid,),
         name="ferrocorn-parent-watch",
         daemon=True,
     ).start()
