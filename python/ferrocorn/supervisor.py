@@ -1,8 +1,10 @@
 """The supervisor: with ``--workers N`` (N > 1) or ``--reload`` the command binds the listening
 socket and runs worker processes that serve it.
 
-- Workers are fresh interpreters (``python -m ferrocorn.worker``), never forks: the Rust
-  runtime's threads do not survive ``fork()``, and spawning works the same on CPython and PyPy.
+- Workers are fresh interpreters (``python -m ferrocorn.worker``): the Rust runtime's threads
+  do not survive ``fork()``, and spawning works the same on CPython and PyPy.  The exception:
+  with ``--limit-max-requests`` the replacements of recycled workers are forked from a
+  template process that imported the app and never started a thread (``template.py``).
   A worker inherits its listening socket and the write end of a pipe on which it writes
   ``ready`` once it is serving (lifespan started, accepting) and ``recycle`` when it reaches
   ``--limit-max-requests``.

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import importlib
 import json
 import os
@@ -73,6 +74,11 @@ def main(argv: list[str] | None = None) -> int:
     if _threads() != 1:
         _send(channel, {"unusable": "importing the app started a thread"})
         return 0
+    # What was imported stays out of the workers' garbage collections: a collection writes
+    # to every object it visits, which would copy the pages the fork shares.
+    gc.collect()
+    if hasattr(gc, "freeze"):  # not on PyPy
+        gc.freeze()
     _send(channel, {"ready": os.getpid()})
     return _serve(channel, payload, supervisor)
 
