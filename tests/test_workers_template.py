@@ -6,7 +6,7 @@ import is never forked from."""
 import signal
 
 from tests.support.helpers import wait_until
-from tests.test_workers import child_pids, get, started_pids, wait_started
+from tests.test_workers import child_pids, get, serving_pids, started_pids, wait_started
 
 
 def ppid(pid):
@@ -20,7 +20,7 @@ def cmdline(pid):
 
 
 def templates(server):
-    return {pid for pid in child_pids(server.pid) if "ferrocorn.template" in cmdline(pid)}
+    return {pid for pid in child_pids(server.pid) if "ferrocorn.template_process" in cmdline(pid)}
 
 
 def recycle(server, count):
@@ -40,9 +40,12 @@ def gone(pid):
         return True
 
 
-def test_recycled_workers_are_forked_from_the_template(server_factory):
+def test_recycled_workers_are_forked_from_the_template(server_factory, tmp_path):
+    gate = tmp_path / "startup-gate"  # while it is missing, lifespan startup waits
+    gate.touch()
     flags = ("--workers", "2", "--limit-max-requests", "20")
-    server = server_factory("tests.apps.workers:app", *flags)
+    env = {"TEST_WORKERS_STARTUP_WAIT": str(gate)}
+    server = server_factory("tests.apps.workers:app", *flags, env=env)
     first = wait_started(server, 2)
     assert all(ppid(pid) == server.pid for pid in first)
     assert wait_until(lambda: len(templates(server)) == 1, timeout=20), server.output()
@@ -54,18 +57,26 @@ def test_recycled_workers_are_forked_from_the_template(server_factory):
             assert ppid(pid) == template, (pid, cmdline(pid))
     assert any(not gone(pid) for pid in recycled), "every recycled worker is gone already"
 
-    # SIGHUP: new code, so fresh workers and a new template; the old one leaves with its workers.
-    before = len(started_pids(server))
+    # A replacement forked and still starting when SIGHUP (new code) comes is replaced too:
+    # after the roll no worker runs the old code and the old template has left.
+    gate.unlink()
+    forked = children_of(template)
+    assert wait_until(lambda: (get(server.port), children_of(template) - forked)[1], timeout=20)
+    before = set(child_pids(server.pid)) | children_of(template)
     server.proc.send_signal(signal.SIGHUP)
+    assert server.wait_for_output(r"Received SIGHUP", timeout=10)
+    gate.touch()
     assert server.wait_for_output(r"All workers replaced", timeout=40), server.output()
-    assert wait_until(lambda: gone(template), timeout=40), server.output()
-    assert wait_until(lambda: len(templates(server)) == 1, timeout=20)
-    assert templates(server) != {template}
-    rolled = started_pids(server)[before:]
-    assert any(ppid(pid) == server.pid for pid in rolled if not gone(pid))
+    assert wait_until(lambda: all(gone(pid) for pid in before), timeout=40), server.output()
+    assert len(templates(server)) == 1 and templates(server) != {template}
+    assert len(serving_pids(server.port, 2)) == 2
 
     assert server.stop(signal.SIGTERM, timeout=30) == 0, server.output()
     assert all(gone(pid) for pid in templates(server) | set(started_pids(server)))
+
+
+def children_of(pid):
+    return {child for child in child_pids(pid) if not gone(child)}
 
 
 def test_an_app_that_starts_a_thread_at_import_is_not_forked_from(server_factory):

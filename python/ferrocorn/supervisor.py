@@ -506,10 +506,8 @@ class Supervisor:
     def _check_templates(self) -> None:
         template = self._template
         if template is not None and template.gone:
-            if template.unusable is not None:
-                logger.warning(
-                    "Recycled workers start as fresh interpreters: %s.", template.unusable
-                )
+            why = template.unusable or "the template process is gone"
+            logger.warning("Recycled workers start as fresh interpreters: %s.", why)
             self._old_templates.append(template)
             self._template = None
         for old in list(self._old_templates):
@@ -586,10 +584,13 @@ class Supervisor:
                 argv += ["--metrics-fd", str(theirs.fileno())]
                 pass_fds.append(theirs.fileno())
                 named_fds.append(("metrics", theirs.fileno()))
-            proc: subprocess.Popen[bytes] | ForkedProcess
+            proc: subprocess.Popen[bytes] | ForkedProcess | None = None
             if template is not None:
-                proc = template.spawn(named_fds, limit)
-            else:
+                try:
+                    proc = template.spawn(named_fds, limit)
+                except OSError as exc:
+                    logger.warning("The template process did not fork a worker: %s.", exc)
+            if proc is None:
                 proc = subprocess.Popen(argv, env=env, pass_fds=pass_fds)
         except OSError as exc:
             os.close(read_fd)
@@ -779,7 +780,10 @@ class Supervisor:
     # ------------------------------------------------------------------ replacing workers
 
     def _begin_roll(self) -> None:
-        olds = [w for w in self.workers if not w.retiring and w not in self._replacements]
+        # A replacement still starting (recycling) started before the signal: it is replaced
+        # too, last (by then it probably serves), so that no old code survives the roll.
+        olds = [w for w in self.workers if not w.retiring]
+        olds.sort(key=lambda w: w in self._replacements)
         logger.info("Received SIGHUP: replacing %d worker(s) one at a time.", len(olds))
         self._renew_template()
         self._roll_queue = olds

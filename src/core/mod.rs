@@ -286,10 +286,10 @@ impl Core {
         Ok(id)
     }
 
-    /// Stops accepting on the listener `adopt_tcp` returned `id` for and closes this process's
-    /// descriptor of it (its queue stays with the other holders). False for an unknown id.
-    fn release_listener(&self, id: u64) -> bool {
-        lock(&self.adopted).remove(&id).is_some()
+    /// Stops accepting on the listener `adopt_tcp` returned `listener_id` for, and closes this
+    /// process's descriptor of it (its queue stays with the other holders). False when unknown.
+    fn release_listener(&self, listener_id: u64) -> bool {
+        lock(&self.adopted).remove(&listener_id).is_some()
     }
 
     fn start(slf: &Bound<'_, Self>) -> PyResult<()> {
