@@ -196,6 +196,12 @@ class Core:
         """Serve HTTP/3 (QUIC) on a bound UDP socket; the core takes ownership of ``fd``."""
     def listen_unix(self, fd: int, path: str) -> None:
         """Serve a bound, listening Unix socket; the core takes ownership of ``fd``."""
+    def adopt_tcp(self, fd: int) -> int:
+        """While serving: accept on the listening TCP socket ``fd`` too (the core takes
+        ownership) until ``release_listener`` with the id returned, or the stop."""
+    def release_listener(self, listener_id: int) -> bool:
+        """Stop accepting on an adopted listener and close its descriptor here; False when
+        ``listener_id`` is unknown."""
     def start(self) -> None:
         """Start accepting and register the wake-up eventfd on the loop."""
     def drain(self) -> None:

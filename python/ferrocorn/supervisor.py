@@ -1,8 +1,10 @@
 """The supervisor: with ``--workers N`` (N > 1) or ``--reload`` the command binds the listening
 socket and runs worker processes that serve it.
 
-- Workers are fresh interpreters (``python -m ferrocorn.worker``), never forks: the Rust
-  runtime's threads do not survive ``fork()``, and spawning works the same on CPython and PyPy.
+- Workers are fresh interpreters (``python -m ferrocorn.worker``): the Rust runtime's threads
+  do not survive ``fork()``, and spawning works the same on CPython and PyPy.  The exception:
+  with ``--limit-max-requests`` the replacements of recycled workers are forked from a
+  template process that imported the app and never started a thread (``template.py``).
   A worker inherits its listening socket and the write end of a pipe on which it writes
   ``ready`` once it is serving (lifespan started, accepting) and ``recycle`` when it reaches
   ``--limit-max-requests``.
@@ -16,8 +18,9 @@ socket and runs worker processes that serve it.
   evenly every time).  A socket that stays open in the supervisor loses nothing when its
   worker stops (SIGHUP, recycling, a crash): the kernel keeps queueing on it, and the next
   worker of the slot (during SIGHUP and recycling, already serving) accepts from the same
-  queue; after a crash, though, connections hashed to that slot wait until the new worker
-  serves, where a shared socket would give them to another worker.  Only
+  queue.  While a slot has no worker serving (after a crash, until the replacement serves),
+  the supervisor hands its socket to a live worker, which accepts on it meanwhile
+  (``slot_handover.py``).  Only
   SIGTTOU, which closes a slot, can reset connections queued on that slot's socket in the
   instant between its worker's last accept and its close (the supervisor lets go of the socket
   first, and the worker holds it only while it accepts).
@@ -29,7 +32,8 @@ socket and runs worker processes that serve it.
   ``MAX_FAILED_STARTS`` failed starts in a row stop the supervisor (exit code 3 when the workers
   failed lifespan startup, else 1).  With ``--reload`` there is no such limit: the supervisor waits
   for the next file change instead.
-- A worker at its request limit keeps serving until its replacement serves, then is stopped.
+- A worker at its request limit keeps serving until its replacement serves, then is stopped;
+  workers of different slots due at the same time are replaced at the same time.
 - ``--metrics``: the supervisor serves the endpoint and collects the workers' counts over a
   socket pair per worker (``supervisor_metrics.py``).
 - Signals: SIGTERM/SIGINT stop the workers gracefully and exit 0 (a second SIGINT kills them);
@@ -73,7 +77,9 @@ from ._process_contract import (
 from .config import Config, ConfigError, socket_kind
 from .metrics import log_endpoint, open_metrics_socket
 from .probes import open_probes
+from .slot_handover import SlotCovers, channel_pair
 from .supervisor_metrics import SupervisorMetrics
+from .template import ForkedProcess, Template
 
 if TYPE_CHECKING:
     from ._ferrocorn import ProbeServer
@@ -113,6 +119,7 @@ def _describe_exit(code: int) -> str:
 
 class _Worker:
     __slots__ = (
+        "control",
         "for_sighup",
         "judged",
         "pid",
@@ -127,7 +134,13 @@ class _Worker:
         "started",
     )
 
-    def __init__(self, proc: subprocess.Popen[bytes], pipe_fd: int, slot: int) -> None:
+    def __init__(
+        self,
+        proc: subprocess.Popen[bytes] | ForkedProcess,
+        pipe_fd: int,
+        slot: int,
+        control: socket.socket | None,
+    ) -> None:
         self.proc = proc
         self.pid = proc.pid
         self.pipe_fd: int | None = pipe_fd  # read end of its pipe until EOF
@@ -140,6 +153,7 @@ class _Worker:
         self.judged = False  # its start was counted as a success
         self.replaces: _Worker | None = None  # the worker it replaces once it serves
         self.for_sighup = False  # ... as part of a SIGHUP restart
+        self.control = control  # our end of its slot-handover channel (slot_handover.py)
 
 
 class Supervisor:
@@ -161,13 +175,20 @@ class Supervisor:
         self._next_start = 0.0  # no start before this (after a failed start)
         self._roll_queue: list[_Worker] = []  # old workers SIGHUP still has to replace
         self._rolling = False
-        self._replacement: _Worker | None = None  # the one being started to replace another
+        # Started to replace another worker, not serving yet: one at a time for SIGHUP, one
+        # per worker at its request limit (slots recycle in parallel).
+        self._replacements: list[_Worker] = []
         self._reloader: _Reloader | None = None
         self._reload_at: float | None = None
         self._changes: set[str] = set()
         self._wait_for_change = False  # --reload: the app failed to start; wait for an edit
         self._metrics: SupervisorMetrics | None = None  # --metrics: the endpoint
         self._probes: ProbeServer | None = None  # --health-port (probes.py)
+        self._covers = SlotCovers()  # slots with no worker serving, covered by a sibling
+        # --limit-max-requests: forks the replacements of recycled workers (template.py);
+        # retired ones (SIGHUP) until they exit.
+        self._template: Template | None = None
+        self._old_templates: list[Template] = []
 
     # ------------------------------------------------------------------ running
 
@@ -182,6 +203,7 @@ class Supervisor:
             if config.reload:
                 self._reloader = _Reloader(config, self._wake)
             self._bind()
+            self._start_template()
             if config.metrics:
                 sock = open_metrics_socket(config.metrics_host, config.metrics_port)
                 self._metrics = SupervisorMetrics(sock, lambda: self.target)
@@ -206,6 +228,7 @@ class Supervisor:
             for worker in self.workers:  # only after an unexpected error
                 worker.proc.kill()
                 worker.proc.wait()
+            self._stop_templates()
             if self._metrics is not None:
                 self._metrics.stop()
             if self._probes is not None:
@@ -304,10 +327,15 @@ class Supervisor:
             for key, _ in self._selector.select(self._timeout()):
                 if key.data is None:
                     self._read_signals(key.fd)
+                elif isinstance(key.data, Template):
+                    key.data.read()
                 else:
                     self._read_pipe(key.data)
+            self._check_templates()
             self._reap()
             self._update_probes()
+            if self._reuse_port and not self._stopping:
+                self._covers.update(self.workers, self._sockets, self.target)
             if self._stopping:
                 if not self.workers:
                     return
@@ -456,7 +484,65 @@ class Supervisor:
 
     # ------------------------------------------------------------------ workers
 
-    def _spawn(self, slot: int) -> _Worker | None:
+    # ------------------------------------------------------------------ the template
+
+    def _start_template(self) -> None:
+        """With --limit-max-requests (and slot sockets: Linux): a template process to fork
+        the replacements of recycled workers from; none with --reload."""
+        config = self.config
+        if config.limit_max_requests is None or config.reload or not self._reuse_port:
+            return
+        try:
+            template = Template(self._payload)
+        except OSError as exc:
+            logger.warning(
+                "Could not start the template process (%s): recycling starts fresh interpreters.",
+                exc,
+            )
+            return
+        self._template = template
+        self._selector.register(template.channel, selectors.EVENT_READ, template)
+
+    def _check_templates(self) -> None:
+        template = self._template
+        if template is not None and template.gone:
+            why = template.unusable or "the template process is gone"
+            logger.warning("Recycled workers start as fresh interpreters: %s.", why)
+            self._old_templates.append(template)
+            self._template = None
+        for old in list(self._old_templates):
+            if old.reap():
+                with contextlib.suppress(KeyError, ValueError):
+                    self._selector.unregister(old.channel)
+                self._old_templates.remove(old)
+
+    def _renew_template(self) -> None:
+        """SIGHUP: new code, so a new template (the old one exits once its workers have)."""
+        if self._template is not None:
+            self._template.retire()
+            self._old_templates.append(self._template)
+            self._template = None
+        self._start_template()
+
+    def _stop_templates(self) -> None:
+        if self._template is not None:
+            self._old_templates.append(self._template)
+            self._template = None
+        for template in self._old_templates:
+            template.retire()
+            try:
+                template.proc.wait(SHUTDOWN_MARGIN)
+            except subprocess.TimeoutExpired:
+                template.proc.kill()
+                template.proc.wait()
+            template.channel.close()
+        self._old_templates.clear()
+
+    # ------------------------------------------------------------------ workers
+
+    def _spawn(self, slot: int, forked: bool = False) -> _Worker | None:
+        """A new worker for ``slot``: forked from the template when ``forked`` and it is
+        ready, else a fresh interpreter."""
         try:
             listen_fd = self._socket_for(slot).fileno()
         except OSError as exc:
@@ -476,22 +562,42 @@ class Supervisor:
             "--ready-fd",
             str(write_fd),
         ]
+        named_fds = [("listen", listen_fd), ("ready", write_fd)]
+        template = self._template if forked else None
+        if template is not None and (not template.ready or template.gone):
+            template = None
         if limit is not None:
             argv += ["--limit-max-requests", str(limit)]
         env = dict(os.environ)
         env[PAYLOAD_ENV] = self._payload
         pass_fds = [listen_fd, write_fd]
         ours = theirs = None  # --metrics: the socket pair (our end, the worker's end)
+        control = control_theirs = None  # the slot-handover channel (our end, theirs)
         try:
+            if self._reuse_port:
+                control, control_theirs = channel_pair()
+                argv += ["--control-fd", str(control_theirs.fileno())]
+                pass_fds.append(control_theirs.fileno())
+                named_fds.append(("control", control_theirs.fileno()))
             if self._metrics is not None:
                 ours, theirs = socket.socketpair()
                 argv += ["--metrics-fd", str(theirs.fileno())]
                 pass_fds.append(theirs.fileno())
-            proc = subprocess.Popen(argv, env=env, pass_fds=pass_fds)
+                named_fds.append(("metrics", theirs.fileno()))
+            proc: subprocess.Popen[bytes] | ForkedProcess | None = None
+            if template is not None:
+                try:
+                    proc = template.spawn(named_fds, limit)
+                except OSError as exc:
+                    logger.warning("The template process did not fork a worker: %s.", exc)
+            if proc is None:
+                proc = subprocess.Popen(argv, env=env, pass_fds=pass_fds)
         except OSError as exc:
             os.close(read_fd)
             if ours is not None:
                 ours.close()
+            if control is not None:
+                control.close()
             logger.error("Could not start a worker: %s", exc)
             self._note_failed_start(EXIT_CONFIG_ERROR)
             return None
@@ -499,8 +605,10 @@ class Supervisor:
             os.close(write_fd)
             if theirs is not None:
                 theirs.close()
+            if control_theirs is not None:
+                control_theirs.close()
         os.set_blocking(read_fd, False)
-        worker = _Worker(proc, read_fd, slot)
+        worker = _Worker(proc, read_fd, slot, control)
         self._selector.register(read_fd, selectors.EVENT_READ, worker)
         self.workers.append(worker)
         if self._metrics is not None and ours is not None:
@@ -552,6 +660,9 @@ class Supervisor:
             if worker.pipe_fd is not None:
                 self._read_pipe(worker)  # a line still in the pipe counts
             self._close_pipe(worker)
+            if worker.control is not None:
+                worker.control.close()
+                worker.control = None
             self.workers.remove(worker)
             if self._metrics is not None:
                 self._metrics.worker_exited(worker.pid, self._restart_reason(worker))
@@ -570,9 +681,9 @@ class Supervisor:
         for other in self.workers:
             if other.replaces is worker:
                 other.replaces = None
-        was_replacement = worker is self._replacement
+        was_replacement = worker in self._replacements
         if was_replacement:
-            self._replacement = None
+            self._replacements.remove(worker)
         if worker.retiring or self._stopping:
             level = logging.INFO if code in (0, -signal.SIGTERM) else logging.WARNING
             logger.log(level, "Worker [%d] stopped: it %s.", worker.pid, how)
@@ -669,44 +780,53 @@ class Supervisor:
     # ------------------------------------------------------------------ replacing workers
 
     def _begin_roll(self) -> None:
-        olds = [w for w in self.workers if not w.retiring and w is not self._replacement]
+        # A replacement still starting (recycling) started before the signal: it is replaced
+        # too, last (by then it probably serves), so that no old code survives the roll.
+        olds = [w for w in self.workers if not w.retiring]
+        olds.sort(key=lambda w: w in self._replacements)
         logger.info("Received SIGHUP: replacing %d worker(s) one at a time.", len(olds))
+        self._renew_template()
         self._roll_queue = olds
         self._rolling = True
         self._wait_for_change = False
 
     def _step_replacements(self, now: float) -> None:
-        """One replacement at a time (SIGHUP first, then workers at their request limit):
-        start the new worker in the old one's slot; once it serves, stop the old one."""
-        new = self._replacement
-        if new is not None:
-            if not new.ready:
-                return
-            self._replacement = None
+        """Start each new worker in the old one's slot; once it serves, stop the old one.
+        SIGHUP replaces one worker at a time; every worker at its request limit gets its
+        replacement at once (each slot's old worker serves on meanwhile)."""
+        for new in [w for w in self._replacements if w.ready]:
+            self._replacements.remove(new)
             old, new.replaces = new.replaces, None
             if old is not None and old in self.workers and not old.retiring:
                 logger.info("Worker [%d] is serving: stopping worker [%d].", new.pid, old.pid)
                 self._terminate(old, "reloaded" if new.for_sighup else "recycled")
-        if self._rolling and not self._roll_queue:
+        sighup_pending = any(w.for_sighup for w in self._replacements)
+        if self._rolling and not self._roll_queue and not sighup_pending:
             self._rolling = False
             logger.info("All workers replaced.")
         if self._wait_for_change or now < self._next_start:
             return
-        while self._replacement is None:
-            if self._roll_queue:
-                old, for_sighup = self._roll_queue.pop(0), True
-            else:
-                wanting = [w for w in self.workers if w.recycle and not w.retiring]
-                if not wanting:
-                    return
-                old, for_sighup = wanting[0], False
-            if old not in self.workers or old.retiring:
+        being_replaced = {id(w.replaces) for w in self._replacements}
+        while self._roll_queue and not sighup_pending:
+            old = self._roll_queue.pop(0)
+            if old not in self.workers or old.retiring or id(old) in being_replaced:
                 continue
-            new = self._spawn(old.slot)
-            if new is None:
+            if not self._start_replacement(old, for_sighup=True):
                 return
-            new.replaces, new.for_sighup = old, for_sighup
-            self._replacement = new
+            being_replaced.add(id(old))
+            sighup_pending = True
+        for old in list(self.workers):
+            if old.recycle and not old.retiring and id(old) not in being_replaced:
+                if not self._start_replacement(old, for_sighup=False, forked=True):
+                    return
+
+    def _start_replacement(self, old: _Worker, for_sighup: bool, forked: bool = False) -> bool:
+        new = self._spawn(old.slot, forked)
+        if new is None:
+            return False
+        new.replaces, new.for_sighup = old, for_sighup
+        self._replacements.append(new)
+        return True
 
     # ------------------------------------------------------------------ reload
 

@@ -23,7 +23,9 @@ import socket
 import sys
 import threading
 import time
+from typing import Any
 
+from ._ferrocorn import Core
 from ._process_contract import (
     EXIT_CONFIG_ERROR,
     PAYLOAD_ENV,
@@ -34,6 +36,7 @@ from ._process_contract import (
 from .config import Config, ConfigError
 from .metrics import MetricsChannel
 from .server import Server, run_server
+from .slot_handover import serve_channel
 
 logger = logging.getLogger("ferrocorn.error")
 
@@ -52,8 +55,10 @@ class WorkerServer(Server):
         pipe_fd: int | None,
         listen_fd: int | None = None,
         metrics_fd: int | None = None,
+        control_fd: int | None = None,
     ) -> None:
         super().__init__(config)
+        self._control_fd = control_fd
         self._pipe_fd = pipe_fd
         self._listen_fd = listen_fd
         self._metrics_fd = metrics_fd
@@ -116,7 +121,15 @@ class WorkerServer(Server):
         if fd is not None:
             os.close(fd)
         logger.info("Started worker [%d]", os.getpid())
+        control, self._control_fd = self._control_fd, None
+        if control is not None:
+            # From now on the supervisor may hand this worker a sibling slot's socket.
+            serve_channel(socket.socket(fileno=control), self._serving_core)
         self._tell_supervisor(READY_LINE)
+
+    def _serving_core(self) -> Core | None:
+        """The core while it accepts (for slot handover), else None."""
+        return None if self.should_exit else self._core
 
     def _max_requests_reached(self) -> bool:
         if self._recycle_asked:
@@ -137,11 +150,11 @@ class WorkerServer(Server):
         return False
 
 
-def _watch_parent(supervisor_pid: int) -> None:
-    """Stop this worker (SIGTERM to itself: graceful once serving) when the supervisor dies."""
-    while os.getppid() == supervisor_pid:
+def _watch_parent(parent_pid: int) -> None:
+    """Stop this worker (SIGTERM to itself: graceful once serving) when its parent dies."""
+    while os.getppid() == parent_pid:
         time.sleep(_PARENT_CHECK_INTERVAL)
-    logger.warning("Supervisor [%d] is gone; worker [%d] stops.", supervisor_pid, os.getpid())
+    logger.warning("Supervisor [%d] is gone; worker [%d] stops.", parent_pid, os.getpid())
     os.kill(os.getpid(), signal.SIGTERM)
 
 
@@ -154,10 +167,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--ready-fd", type=int, required=True, help="pipe for the ready line")
     parser.add_argument("--limit-max-requests", type=int, default=None)
     parser.add_argument("--metrics-fd", type=int, default=None, help="socket for metrics")
+    parser.add_argument("--control-fd", type=int, default=None, help="slot handover channel")
     args = parser.parse_args(argv)
     os.set_inheritable(args.ready_fd, False)  # not for the app's own subprocesses
-    if args.metrics_fd is not None:
-        os.set_inheritable(args.metrics_fd, False)
+    for fd in (args.metrics_fd, args.control_fd):
+        if fd is not None:
+            os.set_inheritable(fd, False)
 
     encoded = os.environ.pop(PAYLOAD_ENV, None)
     try:
@@ -172,14 +187,33 @@ def main(argv: list[str] | None = None) -> int:
         return EXIT_CONFIG_ERROR
     # The supervisor's import path, as multiprocessing's spawn does: the app imports the same.
     sys.path[:] = payload["sys_path"]
+    fds = WorkerFds(args.fd, args.ready_fd, args.metrics_fd, args.control_fd)
+    return serve(payload, fds, args.limit_max_requests, payload["supervisor_pid"])
 
+
+class WorkerFds:
+    """The descriptors a worker gets: its listening socket, its pipe to the supervisor, and
+    (optional) its metrics socket and slot-handover channel."""
+
+    __slots__ = ("control", "listen", "metrics", "ready")
+
+    def __init__(self, listen: int, ready: int, metrics: int | None, control: int | None):
+        self.listen = listen
+        self.ready = ready
+        self.metrics = metrics
+        self.control = control
+
+
+def serve(payload: dict[str, Any], fds: WorkerFds, limit: int | None, parent_pid: int) -> int:
+    """Serve as a worker until stopped; the exit code.  ``parent_pid``: the process whose
+    death stops this worker (the supervisor, or the template it was forked from)."""
     options = dict(payload["options"])
     options.update(
-        fd=args.fd,
+        fd=fds.listen,
         uds=None,
         workers=1,
         reload=False,
-        limit_max_requests=args.limit_max_requests,
+        limit_max_requests=limit,
         limit_max_requests_jitter=0,
         env_file=None,  # the supervisor loaded it; its environment is inherited
     )
@@ -188,11 +222,11 @@ def main(argv: list[str] | None = None) -> int:
     except ConfigError as exc:
         logger.error("%s", exc)
         return EXIT_CONFIG_ERROR
-    server = WorkerServer(config, args.ready_fd, args.fd, args.metrics_fd)
+    server = WorkerServer(config, fds.ready, fds.listen, fds.metrics, fds.control)
     server.stand_in_on_failure = bool(payload.get("stand_in_on_failure"))
     threading.Thread(
         target=_watch_parent,
-        args=(payload["supervisor_pid"],),
+        args=(parent_pid,),
         name="ferrocorn-parent-watch",
         daemon=True,
     ).start()

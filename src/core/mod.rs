@@ -7,7 +7,9 @@ pub(crate) mod probes;
 mod seconds;
 pub(crate) mod tls_config;
 
+use std::collections::HashMap;
 use std::os::fd::FromRawFd;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -70,6 +72,9 @@ pub(crate) struct Core {
     /// `--http3`'s endpoint once started, for certificate reloads.
     quic: Mutex<Option<quinn::Endpoint>>,
     started: Mutex<bool>,
+    /// Listeners adopted while serving (`adopt_tcp`), by id: dropping the sender releases one.
+    adopted: Mutex<HashMap<u64, tokio::sync::oneshot::Sender<()>>>,
+    next_adopted: AtomicU64,
 }
 
 fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
@@ -218,6 +223,8 @@ impl Core {
             listeners: Mutex::new(Vec::new()),
             quic: Mutex::new(None),
             started: Mutex::new(false),
+            adopted: Mutex::new(HashMap::new()),
+            next_adopted: AtomicU64::new(1),
         })
     }
 
@@ -246,6 +253,43 @@ impl Core {
         listener.set_nonblocking(true)?;
         lock(&self.listeners).push(PendingListener::Unix(listener, Arc::from(path)));
         Ok(())
+    }
+
+    /// Takes ownership of `fd`, a listening TCP socket, and accepts on it beside the others
+    /// from now on, until `release_listener` with the id returned (or the stop). The supervisor
+    /// hands a live worker the socket of a slot whose worker died, until its replacement serves.
+    fn adopt_tcp(&self, fd: i32) -> PyResult<u64> {
+        // SAFETY: as for listen_tcp.
+        let listener = unsafe { std::net::TcpListener::from_raw_fd(fd) };
+        listener.set_nonblocking(true)?;
+        // Counted before the check: a `stop_accepting` from here on waits for this loop too.
+        let registered = self.shared.track_accept_loop();
+        if !*lock(&self.started) || *self.shared.lifecycle.borrow() >= Lifecycle::StopAccepting {
+            return Err(PyRuntimeError::new_err("the server core is not serving"));
+        }
+        let runtime = lock(&self.runtime);
+        let Some(runtime) = runtime.as_ref() else {
+            return Err(PyRuntimeError::new_err("the server core is closed"));
+        };
+        let handle = runtime.handle();
+        let _enter = handle.enter();
+        let listener = Listener::Tcp(tokio::net::TcpListener::from_std(listener)?);
+        let (release, released) = tokio::sync::oneshot::channel();
+        let id = self.next_adopted.fetch_add(1, Ordering::Relaxed);
+        lock(&self.adopted).insert(id, release);
+        handle.spawn(accept_loop(
+            listener,
+            self.shared.clone(),
+            registered,
+            Some(released),
+        ));
+        Ok(id)
+    }
+
+    /// Stops accepting on the listener `adopt_tcp` returned `listener_id` for, and closes this
+    /// process's descriptor of it (its queue stays with the other holders). False when unknown.
+    fn release_listener(&self, listener_id: u64) -> bool {
+        lock(&self.adopted).remove(&listener_id).is_some()
     }
 
     fn start(slf: &Bound<'_, Self>) -> PyResult<()> {
@@ -294,7 +338,7 @@ impl Core {
         );
         for listener in listeners {
             let registered = this.shared.track_accept_loop();
-            handle.spawn(accept_loop(listener, this.shared.clone(), registered));
+            handle.spawn(accept_loop(listener, this.shared.clone(), registered, None));
         }
         *started = true;
         Ok(())

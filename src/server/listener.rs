@@ -22,10 +22,14 @@ const ACCEPT_ERROR_BACKOFF: Duration = Duration::from_millis(50);
 
 /// `_registered`: taken before the spawn, so `stop_accepting` also waits for a loop that has
 /// not run yet; dropped (with the listener) when the loop ends.
+/// `release`: for a listener adopted while serving (`Core.adopt_tcp`): when it fires (or its
+/// sender is dropped) the loop just lets go of its descriptor. The socket stays open in the
+/// supervisor, so what is queued on it waits for the slot's own worker instead of a reset.
 pub(crate) async fn accept_loop(
     listener: Listener,
     shared: Arc<ServerShared>,
     _registered: AcceptLoopGuard,
+    release: Option<tokio::sync::oneshot::Receiver<()>>,
 ) {
     let listener = match listener {
         Listener::Quic(endpoint) => {
@@ -34,6 +38,15 @@ pub(crate) async fn accept_loop(
         other => other,
     };
     let mut lifecycle = shared.lifecycle.subscribe();
+    let released = async move {
+        match release {
+            Some(rx) => {
+                let _ = rx.await;
+            }
+            None => std::future::pending().await,
+        }
+    };
+    tokio::pin!(released);
     loop {
         if *lifecycle.borrow_and_update() >= Lifecycle::StopAccepting {
             take_the_backlog(listener, &shared);
@@ -45,6 +58,7 @@ pub(crate) async fn accept_loop(
                     return;
                 }
             }
+            () = &mut released => return,
             accepted = accept_one(&listener, &shared) => {
                 if accepted.is_err() {
                     tokio::time::sleep(ACCEPT_ERROR_BACKOFF).await;

@@ -99,7 +99,8 @@ OPTIONS: tuple[Option, ...] = (
         "Answer 503 to WebSocket handshakes beyond this many open sessions.",
         optional=True, default_text="no limit"),
     Option("limit_max_requests", "Limits", Int(1), None,
-        "Exit after serving this many requests (a supervisor restarts the worker).",
+        "Recycle the worker after this many requests (when it stops accepting: "
+        "docs/workers.md, Workers); a server without a supervisor exits.",
         optional=True),
     Option("limit_request_body", "Limits", Int(0), 1073741824,
         "Answer 413 to request bodies larger than this many bytes (0: no limit).",
