@@ -1,7 +1,7 @@
-"""Recycled workers (``--limit-max-requests``) are forked from a template process that has
+"""With ``--recycle-fork``, recycled workers (``--limit-max-requests``) are forked from a template process that has
 imported ferrocorn and the app once (python/ferrocorn/template.py), instead of starting as
 fresh interpreters; SIGHUP (new code) replaces the template; an app that starts a thread at
-import is never forked from."""
+import is never forked from; without the flag no template is started."""
 
 import signal
 
@@ -43,7 +43,7 @@ def gone(pid):
 def test_recycled_workers_are_forked_from_the_template(server_factory, tmp_path):
     gate = tmp_path / "startup-gate"  # while it is missing, lifespan startup waits
     gate.touch()
-    flags = ("--workers", "2", "--limit-max-requests", "20")
+    flags = ("--workers", "2", "--limit-max-requests", "20", "--recycle-fork")
     env = {"TEST_WORKERS_STARTUP_WAIT": str(gate)}
     server = server_factory("tests.apps.workers:app", *flags, env=env)
     first = wait_started(server, 2)
@@ -80,13 +80,23 @@ def children_of(pid):
 
 
 def test_an_app_that_starts_a_thread_at_import_is_not_forked_from(server_factory):
-    flags = ("--workers", "2", "--limit-max-requests", "20")
+    flags = ("--workers", "2", "--limit-max-requests", "20", "--recycle-fork")
     server = server_factory("tests.apps.thread_at_import:app", *flags)
     wait_started(server, 2)
     assert server.wait_for_output(
         r"Recycled workers start as fresh interpreters: importing the app started a thread",
         timeout=20,
     ), server.output()
+    recycled = recycle(server, 4)[2:]
+    assert any(ppid(pid) == server.pid for pid in recycled if not gone(pid)), server.output()
+    assert not templates(server)
+    assert server.stop(signal.SIGTERM, timeout=30) == 0, server.output()
+
+
+def test_without_recycle_fork_recycled_workers_are_fresh_interpreters(server_factory):
+    flags = ("--workers", "2", "--limit-max-requests", "20")
+    server = server_factory("tests.apps.workers:app", *flags)
+    wait_started(server, 2)
     recycled = recycle(server, 4)[2:]
     assert any(ppid(pid) == server.pid for pid in recycled if not gone(pid)), server.output()
     assert not templates(server)

@@ -487,10 +487,15 @@ class Supervisor:
     # ------------------------------------------------------------------ the template
 
     def _start_template(self) -> None:
-        """With --limit-max-requests (and slot sockets: Linux): a template process to fork
-        the replacements of recycled workers from; none with --reload."""
+        """With --recycle-fork and --limit-max-requests (and slot sockets: Linux): a template
+        process to fork the replacements of recycled workers from; none with --reload."""
         config = self.config
-        if config.limit_max_requests is None or config.reload or not self._reuse_port:
+        if (
+            not config.recycle_fork
+            or config.limit_max_requests is None
+            or config.reload
+            or not self._reuse_port
+        ):
             return
         try:
             template = Template(self._payload)

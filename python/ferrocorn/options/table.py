@@ -276,6 +276,10 @@ OPTIONS: tuple[Option, ...] = (
     Option("limit_max_requests_jitter", "Worker", Int(0), 0,
         "Add a random 0..N to --limit-max-requests per worker, so they do not all restart "
         "at once."),
+    Option("recycle_fork", "Worker", Flag(), False,
+        "Fork the replacements of recycled workers (--limit-max-requests) from a template "
+        "process that imported the app once, as gunicorn's preload_app: cheaper starts; "
+        "the app's import-time state is shared as it was at import."),
     # ------------------------------------------------------------------ Reload
     Option("reload", "Reload", Flag(), False,
         "Restart the worker when files change (needs watchfiles)."),
