@@ -113,13 +113,17 @@ impl WsReader {
             let wanted = match &self.frame {
                 Some(frame) => {
                     let remaining = frame.len.saturating_sub(self.buf.len());
-                    remaining
-                        .min(TRUSTED_RESERVE.max(self.buf.len()))
-                        .max(READ_CHUNK)
+                    remaining.min(TRUSTED_RESERVE.max(self.buf.len())).max(1)
                 }
                 None => READ_CHUNK,
             };
-            self.buf.reserve(wanted);
+            // Room the buffer already has is used as it is: asking for more than the rest of
+            // a frame needs (a whole READ_CHUNK for its last few bytes, say) would move the
+            // frame received so far to a new allocation. Small transports' reads (an HTTP/2
+            // stream hands over one DATA frame at a time) end a large frame that way.
+            if self.buf.capacity() - self.buf.len() < wanted {
+                self.buf.reserve(wanted.max(READ_CHUNK));
+            }
             match io.read_buf(&mut self.buf).await {
                 Ok(0) | Err(_) => return Err(ReadError::Lost),
                 Ok(_) => {}
