@@ -90,7 +90,15 @@ impl<S: AsyncWrite + Unpin> Batched<S> {
                 return Poll::Ready(Err(e));
             }
         }
-        Poll::Ready(Ok(len <= MAX_HELD))
+        if len > MAX_HELD {
+            return Poll::Ready(Ok(false));
+        }
+        if self.held.is_empty() && len >= DEFER_MIN {
+            // A burst of large frames begins: its whole room at once, rather than regrowing
+            // (and copying) the buffer as it fills.
+            self.held.reserve_exact(MAX_HELD);
+        }
+        Poll::Ready(Ok(true))
     }
 }
 
