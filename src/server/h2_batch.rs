@@ -31,8 +31,9 @@ const READ_AHEAD: usize = 256 * 1024;
 const MAX_HELD: usize = 256 * 1024;
 /// A flush with fewer bytes held writes them at once: a small answer does not wait.
 const DEFER_MIN: usize = 16 * 1024;
-/// Room kept between bursts; a larger buffer is released once written out.
-const KEEP_CAPACITY: usize = 64 * 1024;
+/// Room kept between bursts (enough for a burst of small frames); a larger buffer is released
+/// once written out, so an idle connection keeps little.
+const KEEP_CAPACITY: usize = 4 * 1024;
 
 pub(crate) struct Batched<S: AsyncWrite + Unpin> {
     inner: S,
