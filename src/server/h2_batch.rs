@@ -3,7 +3,7 @@
 //! Reads: h2 reads about one frame at a time (its buffer grows to the frame being read), so a
 //! client's large upload or WebSocket message cost a system call per 16 KiB frame. Here a
 //! small read is served from a read-ahead buffer filled `READ_AHEAD` bytes at a time; a
-//! read with that much room goes straight to the socket. The buffer is released once the
+//! read with `DIRECT_READ_MIN` of room goes straight to the socket. The buffer is released once the
 //! socket has nothing more, so an idle connection holds none.
 //!
 //! Writes:
@@ -27,6 +27,9 @@ use tokio_util::io::poll_read_buf;
 
 /// Most bytes read ahead of h2.
 const READ_AHEAD: usize = 256 * 1024;
+/// A read with this much room goes straight to the socket (h2 reading a large frame, when
+/// the client sends them): copying it through the read-ahead would cost more than it saves.
+const DIRECT_READ_MIN: usize = 64 * 1024;
 /// Most bytes held; writes beyond it wait until the held bytes are out (backpressure).
 const MAX_HELD: usize = 256 * 1024;
 /// A flush with fewer bytes held writes them at once: a small answer does not wait.
@@ -111,7 +114,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for Batched<S> {
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         if this.read_pos == this.ahead.len() {
-            if buf.remaining() >= READ_AHEAD {
+            if buf.remaining() >= DIRECT_READ_MIN {
                 return Pin::new(&mut this.inner).poll_read(cx, buf);
             }
             this.ahead.clear();
