@@ -18,6 +18,7 @@ use crate::config::HttpMode;
 use crate::server::conn_state::{ConnBusy, ConnCtx, IdleState};
 use crate::server::cork::IoSignals;
 use crate::server::detect::{sniff, ReplayRewrite};
+use crate::server::h2_batch::Batched;
 use crate::server::h2_guard::H2Guard;
 use crate::server::idle::{
     earliest, first_bytes_timeout, sleep_until_or_never, IdleCheck, IdleRules,
@@ -189,7 +190,7 @@ pub(crate) async fn serve_connection<S>(
         // handle_h2_request). HTTP/1's cannot.
         let conn_ctx = ctx.clone();
         let service = service_fn(move |req| Box::pin(handle_h2_request(req, conn_ctx.clone())));
-        let io = H2Guard::new(io, flood_warning(&ctx));
+        let io = H2Guard::new(Batched::new(io), flood_warning(&ctx));
         let connection = http2_builder(&shared).serve_connection(TokioIo::new(io), service);
         let rules = IdleRules::http2(&shared.config);
         let connection = Box::pin(connection);

@@ -9,6 +9,7 @@ mod connection;
 mod cork;
 mod detect;
 mod early_hints;
+mod h2_batch;
 mod h2_guard;
 mod h3;
 mod handshake;

@@ -113,13 +113,17 @@ impl WsReader {
             let wanted = match &self.frame {
                 Some(frame) => {
                     let remaining = frame.len.saturating_sub(self.buf.len());
-                    remaining
-                        .min(TRUSTED_RESERVE.max(self.buf.len()))
-                        .max(READ_CHUNK)
+                    remaining.min(TRUSTED_RESERVE.max(self.buf.len())).max(1)
                 }
                 None => READ_CHUNK,
             };
-            self.buf.reserve(wanted);
+            // Room the buffer already has is used as it is: asking for more than the rest of
+            // a frame needs (a whole READ_CHUNK for its last few bytes, say) would move the
+            // frame received so far to a new allocation. Small transports' reads (an HTTP/2
+            // stream hands over one DATA frame at a time) end a large frame that way.
+            if self.buf.capacity() - self.buf.len() < wanted {
+                self.buf.reserve(wanted.max(READ_CHUNK));
+            }
             match io.read_buf(&mut self.buf).await {
                 Ok(0) | Err(_) => return Err(ReadError::Lost),
                 Ok(_) => {}
@@ -388,8 +392,18 @@ async fn write_frame<W: AsyncWrite + Unpin>(
         scratch.extend_from_slice(&head[..n]);
         scratch.extend_from_slice(payload);
         io.write_all(scratch).await?;
-    } else {
+    } else if io.is_write_vectored() {
         write_all_vectored(io, &head[..n], payload).await?;
+    } else {
+        // A transport without vectored writes (an HTTP/2 stream) would send the header
+        // alone, as a DATA frame and a socket write of its own: it goes with the payload's
+        // first bytes instead.
+        let (first, rest) = payload.split_at(COPY_MAX);
+        scratch.clear();
+        scratch.extend_from_slice(&head[..n]);
+        scratch.extend_from_slice(first);
+        io.write_all(scratch).await?;
+        io.write_all(rest).await?;
     }
     io.flush().await
 }
@@ -653,5 +667,103 @@ mod tests {
         assert_eq!(&echoed[10 + big.len()..], &[0x81, 2, b'h', b'i']);
         drop(client);
         assert_eq!(echo.await.unwrap(), Err(ReadError::Lost));
+    }
+
+    /// Hands out its bytes `step` at a time and notes where in memory each piece landed.
+    struct Trickle {
+        wire: Vec<u8>,
+        step: usize,
+        landed: Vec<usize>,
+    }
+
+    impl AsyncRead for Trickle {
+        fn poll_read(
+            self: std::pin::Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+            buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            let this = self.get_mut();
+            if this.wire.is_empty() {
+                // Nothing more for now (the test's timeout ends the wait).
+                return std::task::Poll::Pending;
+            }
+            let n = this.step.min(this.wire.len()).min(buf.remaining());
+            let start = buf.filled().len();
+            buf.put_slice(&this.wire[..n]);
+            this.landed.push(buf.filled()[start..].as_ptr() as usize);
+            this.wire.drain(..n);
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn a_large_frame_read_in_small_pieces_stays_where_it_landed() {
+        // An HTTP/2 stream hands over one 16 KiB DATA frame per read, the WebSocket header
+        // in the first: the frame's last few bytes must not move what came before them to
+        // a new allocation.
+        let big = vec![9u8; 1 << 20];
+        let step = 16 * 1024;
+        let mut io = Trickle {
+            wire: frame(true, false, 2, &big),
+            step,
+            landed: Vec::new(),
+        };
+        let mut r = WsReader::new(2 << 20, None);
+        assert_eq!(
+            r.read(&mut io).await,
+            Ok(Incoming::Binary(Bytes::from(big)))
+        );
+        // The first piece came before the header was known; from the second on, the room
+        // for the whole frame was there.
+        let pieces = (14 + (1usize << 20)).div_ceil(step);
+        assert_eq!(io.landed.len(), pieces);
+        for (i, at) in io.landed.iter().enumerate().skip(1) {
+            assert_eq!(
+                *at,
+                io.landed[1] + (i - 1) * step,
+                "piece {i} landed elsewhere"
+            );
+        }
+    }
+
+    /// Records each write; no vectored writes, like hyper's upgraded HTTP/2 stream.
+    #[derive(Default)]
+    struct PlainWrites(Vec<Vec<u8>>);
+
+    impl AsyncWrite for PlainWrites {
+        fn poll_write(
+            self: std::pin::Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+            data: &[u8],
+        ) -> std::task::Poll<io::Result<usize>> {
+            self.get_mut().0.push(data.to_vec());
+            std::task::Poll::Ready(Ok(data.len()))
+        }
+
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn without_vectored_writes_the_header_goes_with_the_first_bytes() {
+        let big: Vec<u8> = (0..100_000u32).map(|i| i as u8).collect();
+        let mut io = PlainWrites::default();
+        let mut w = WsWriter::new(None);
+        w.message(&mut io, false, &big).await.unwrap();
+        assert_eq!(io.0.len(), 2);
+        assert_eq!(io.0[0].len(), 10 + COPY_MAX);
+        assert_eq!(&io.0[0][..10], &[0x82, 127, 0, 0, 0, 0, 0, 1, 0x86, 0xA0]);
+        assert_eq!([&io.0[0][10..], &io.0[1][..]].concat(), big);
     }
 }
