@@ -9,7 +9,7 @@ use h3::error::Code;
 use rustls_pki_types::CertificateDer;
 use tokio::task::JoinSet;
 
-use crate::bridge::{ConnInfo, LocalAddr};
+use crate::bridge::{ConnInfo, LocalAddr, Relayed};
 use crate::server::conn_state::ConnCtx;
 use crate::server::cork::IoSignals;
 use crate::server::h3::request::serve_stream;
@@ -76,7 +76,7 @@ pub(crate) async fn serve_connection(
                 _ = lifecycle.wait_for(|state| *state >= Lifecycle::Closing) => break,
                 accepted = h3.accept(), if accepting => match accepted {
                     Ok(Some(resolver)) => {
-                        streams.spawn(serve_stream(resolver, conn.clone()));
+                        streams.spawn(stream_task(resolver, &conn));
                     }
                     Ok(None) | Err(_) => accepting = false,
                 },
@@ -110,7 +110,7 @@ async fn serve_streams(h3: &mut H3Conn, streams: &mut JoinSet<()>, conn: &Arc<Co
             changed = lifecycle.changed() => if changed.is_err() { return End::Now },
             accepted = h3.accept() => match accepted {
                 Ok(Some(resolver)) => {
-                    streams.spawn(serve_stream(resolver, conn.clone()));
+                    streams.spawn(stream_task(resolver, conn));
                 }
                 // The client sent GOAWAY and its requests are done, or the connection failed.
                 Ok(None) | Err(_) => return End::Now,
@@ -119,6 +119,17 @@ async fn serve_streams(h3: &mut H3Conn, streams: &mut JoinSet<()>, conn: &Arc<Co
             () = sleep_until_or_never(idle_deadline) => return goaway(h3).await,
         }
     }
+}
+
+/// A request stream's task. Its waker is relayed (bridge/relay.rs) like an HTTP/2 stream's:
+/// the responses the loop thread completes in one batch wake tokio once, so quinn's driver
+/// then finds them all written and packs them into the same datagrams, instead of one wake,
+/// one driver run and one UDP send per response.
+fn stream_task(
+    resolver: crate::server::h3::request::Resolver,
+    conn: &Arc<ConnCtx>,
+) -> Relayed<impl std::future::Future<Output = ()>> {
+    Relayed::new(serve_stream(resolver, conn.clone()), &conn.shared.relay)
 }
 
 async fn goaway(h3: &mut H3Conn) -> End {
