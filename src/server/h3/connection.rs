@@ -2,6 +2,8 @@
 //! request stream, and the end: GOAWAY when the server drains (the requests in flight
 //! finish), or when it has been idle for `--timeout-keep-alive`.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -12,7 +14,7 @@ use tokio::task::JoinSet;
 use crate::bridge::{ConnInfo, LocalAddr, Relayed};
 use crate::server::conn_state::ConnCtx;
 use crate::server::cork::IoSignals;
-use crate::server::h3::request::serve_stream;
+use crate::server::h3::request::{serve_stream, Resolver};
 use crate::server::idle::sleep_until_or_never;
 use crate::server::{Lifecycle, ServerShared};
 use crate::tls::TlsInfo;
@@ -125,12 +127,17 @@ async fn serve_streams(h3: &mut H3Conn, streams: &mut JoinSet<()>, conn: &Arc<Co
 /// the responses the loop thread completes in one batch wake tokio once, so quinn's driver
 /// then finds them all written and packs them into the same datagrams, instead of one wake,
 /// one driver run and one UDP send per response.
-fn stream_task(
-    resolver: crate::server::h3::request::Resolver,
-    conn: &Arc<ConnCtx>,
-) -> Relayed<impl std::future::Future<Output = ()>> {
-    Relayed::new(serve_stream(resolver, conn.clone()), &conn.shared.relay)
+///
+/// The stream's future (the whole service call) is boxed: spawned as it is, its several
+/// kilobytes were copied into the task and again at each stage change of the task.
+fn stream_task(resolver: Resolver, conn: &Arc<ConnCtx>) -> Relayed<Pin<Box<StreamFuture>>> {
+    Relayed::new(
+        Box::pin(serve_stream(resolver, conn.clone())),
+        &conn.shared.relay,
+    )
 }
+
+type StreamFuture = dyn Future<Output = ()> + Send;
 
 async fn goaway(h3: &mut H3Conn) -> End {
     match h3.shutdown(0).await {
