@@ -177,7 +177,7 @@ def server_argv(name, port, tls, tools):
     return argv
 
 
-def run_h2load(url, args):
+def run_h2load(url, args, warm_up=1):
     out = subprocess.run(
         pinned(
             [
@@ -185,7 +185,7 @@ def run_h2load(url, args):
                 "-D",
                 str(args.duration),
                 "--warm-up-time",
-                "1",
+                str(warm_up),
                 "-c",
                 str(args.connections),
                 "-m",

@@ -8,7 +8,7 @@ Each server runs pinned to CPU 0, the load generator to CPU 1; the server's CPU 
 from /proc around each run, giving CPU µs per request beside req/s. hypercorn needs aioquic
 in its environment (``--hypercorn PATH``, or benchmarks/.venv/bin/hypercorn).
 
-    python benchmarks/h3_bench.py [--duration 5] [--connections 4] [--streams 16]
+    python benchmarks/h3_bench.py [--duration 5] [--connections 4] [--streams 16] [--rounds 3]
 """
 
 import argparse
@@ -159,7 +159,9 @@ def measure(name, load, tls, args, tools):
             requests, rps = result["requests"], result["rps"]
             note = f"{result['failed']} failed" if result["failed"] else ""
         else:
-            rps, note = run_h2load(f"https://127.0.0.1:{port}/", args)
+            # No warm-up: the server's CPU is read around the whole h2load run, and h3load
+            # has none either, so both figures cover the same span as their request counts.
+            rps, note = run_h2load(f"https://127.0.0.1:{port}/", args, warm_up=0)
             if rps is None:
                 return None, note
             requests = rps * args.duration
@@ -176,11 +178,19 @@ def measure(name, load, tls, args, tools):
             proc.wait()
 
 
+def median(values):
+    values = sorted(values)
+    return values[len(values) // 2]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--duration", type=int, default=5)
     parser.add_argument("--connections", type=int, default=4)
     parser.add_argument("--streams", type=int, default=16)
+    parser.add_argument(
+        "--rounds", type=int, default=1, help="runs of each load, interleaved; medians shown"
+    )
     parser.add_argument("--hypercorn", default=None)
     parser.add_argument("--no-pin", dest="pin", action="store_false")
     args = parser.parse_args()
@@ -190,25 +200,50 @@ def main():
         runs.append(("hypercorn-h3", "h3"))
     else:
         print("hypercorn not found: its HTTP/3 run is skipped", file=sys.stderr)
-    results = {}
+    samples = {name: [] for name, _ in runs}
     # A CA-signed certificate: rustls (h3load) refuses a self-signed one as its own anchor.
     c = certs()
     tls = (c.path("server.pem"), c.path("server.key"), c.ca_pem)
-    for name, load in runs:
-        result, note = measure(name, load, tls, args, tools)
-        results[name] = result
-        shown = (
-            f"{result['rps']:10.0f} req/s  {result['cpu_us_per_req']:7.1f} CPU µs/req "
-            f"{result['note']}"
-            if result
-            else f"failed: {note}"
+    for round_no in range(args.rounds):
+        for name, load in runs:
+            result, note = measure(name, load, tls, args, tools)
+            if result:
+                samples[name].append(result)
+            shown = (
+                f"{result['rps']:10.0f} req/s  {result['cpu_us_per_req']:7.1f} CPU µs/req "
+                f"{result['note']}"
+                if result
+                else f"failed: {note}"
+            )
+            print(f"{round_no + 1}: {name:14} {shown}", flush=True)
+    results = {
+        name: {
+            "rps": median([r["rps"] for r in rs]),
+            "cpu_us_per_req": median([r["cpu_us_per_req"] for r in rs]),
+            "rounds": rs,
+        }
+        for name, rs in samples.items()
+        if rs
+    }
+    for name, result in results.items():
+        print(
+            f"median {name:14} {result['rps']:10.0f} req/s  "
+            f"{result['cpu_us_per_req']:7.1f} CPU µs/req",
+            flush=True,
         )
-        print(f"{name:14} {shown}", flush=True)
     h3, h2, hyper = (results.get(k) for k in ("ferrocorn-h3", "ferrocorn-h2", "hypercorn-h3"))
     if h3 and h2:
         print(f"ferrocorn HTTP/3 / HTTP/2+TLS req/s: {h3['rps'] / h2['rps']:.2f}")
+        print(
+            "ferrocorn HTTP/2+TLS / HTTP/3 server CPU per request: "
+            f"{h2['cpu_us_per_req'] / h3['cpu_us_per_req']:.2f}"
+        )
     if h3 and hyper and hyper["rps"]:
         print(f"ferrocorn / hypercorn HTTP/3 req/s: {h3['rps'] / hyper['rps']:.1f}x")
+        print(
+            "hypercorn / ferrocorn HTTP/3 server CPU per request: "
+            f"{hyper['cpu_us_per_req'] / h3['cpu_us_per_req']:.1f}x"
+        )
     print(json.dumps(results))
 
 

@@ -6,6 +6,7 @@ requests, a failing app, a framework, graceful shutdown and workers."""
 import asyncio
 import hashlib
 import json
+import os
 import signal
 import ssl
 import subprocess
@@ -127,6 +128,25 @@ def test_fifty_concurrent_streams_on_one_connection(server, c):
 
     for i, ex in enumerate(run(main())):
         assert ex.status == 200 and bytes(ex.body) == b"n%d" % i
+
+
+def test_response_goes_out_while_the_app_blocks_the_loop_after_it(server, c, tmp_path):
+    """The stream tasks' wakes are relayed (handed to tokio in batches): a response must
+    still leave as soon as it is complete, not wait for the loop to run again."""
+    fifo = tmp_path / "unblock"
+    os.mkfifo(fifo)
+    try:
+        ex = run(one(server.port, c, "GET", f"/respond-then-block?fifo={fifo}"))
+        assert ex.status == 200 and bytes(ex.body) == b"answered"
+    finally:
+        try:
+            # Lets the app (and the loop) go on; ENXIO if it never opened the FIFO.
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            os.close(fd)
+        except OSError:
+            pass
+    # The loop runs again: the next request is served.
+    assert run(one(server.port, c, "GET", "/")).status == 200
 
 
 def test_trailers(server, c):

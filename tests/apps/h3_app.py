@@ -3,8 +3,9 @@
 Routes: ``/scope`` (the scope as JSON), ``/echo`` (the request body back), ``/big?n``
 (n bytes), ``/stream?n&size`` (n chunks), ``/trailers``, ``/cancel-me`` (streams until the
 client goes, then records what send() raised and what receive() said; ``/cancelled``
-reports it), ``/slow`` (answers after a marker line and a pause: graceful shutdown), and
-``/fail-midway`` (raises after the first chunk)."""
+reports it), ``/slow`` (answers after a marker line and a pause: graceful shutdown),
+``/fail-midway`` (raises after the first chunk), and ``/respond-then-block?fifo=PATH``
+(answers, then blocks the event loop reading the FIFO until the test writes to it)."""
 
 import asyncio
 import hashlib
@@ -113,6 +114,11 @@ async def app(scope, receive, send):
         print("slow request in flight", file=sys.stderr, flush=True)
         await asyncio.sleep(float(q.get("t", "1")))
         await _respond(send, 200, b"finished")
+    elif path == "/respond-then-block":
+        await _respond(send, 200, b"answered")
+        # Blocks the whole loop, as a CPU-bound job after the response would.
+        with open(q["fifo"], "rb") as fifo:
+            fifo.read()
     elif path == "/fail-midway":
         await send({"type": "http.response.start", "status": 200, "headers": []})
         await send({"type": "http.response.body", "body": b"partial", "more_body": True})

@@ -2,6 +2,8 @@
 //! request stream, and the end: GOAWAY when the server drains (the requests in flight
 //! finish), or when it has been idle for `--timeout-keep-alive`.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -9,10 +11,10 @@ use h3::error::Code;
 use rustls_pki_types::CertificateDer;
 use tokio::task::JoinSet;
 
-use crate::bridge::{ConnInfo, LocalAddr};
+use crate::bridge::{ConnInfo, LocalAddr, Relayed};
 use crate::server::conn_state::ConnCtx;
 use crate::server::cork::IoSignals;
-use crate::server::h3::request::serve_stream;
+use crate::server::h3::request::{serve_stream, Resolver};
 use crate::server::idle::sleep_until_or_never;
 use crate::server::{Lifecycle, ServerShared};
 use crate::tls::TlsInfo;
@@ -76,7 +78,7 @@ pub(crate) async fn serve_connection(
                 _ = lifecycle.wait_for(|state| *state >= Lifecycle::Closing) => break,
                 accepted = h3.accept(), if accepting => match accepted {
                     Ok(Some(resolver)) => {
-                        streams.spawn(serve_stream(resolver, conn.clone()));
+                        streams.spawn(stream_task(resolver, &conn));
                     }
                     Ok(None) | Err(_) => accepting = false,
                 },
@@ -110,7 +112,7 @@ async fn serve_streams(h3: &mut H3Conn, streams: &mut JoinSet<()>, conn: &Arc<Co
             changed = lifecycle.changed() => if changed.is_err() { return End::Now },
             accepted = h3.accept() => match accepted {
                 Ok(Some(resolver)) => {
-                    streams.spawn(serve_stream(resolver, conn.clone()));
+                    streams.spawn(stream_task(resolver, conn));
                 }
                 // The client sent GOAWAY and its requests are done, or the connection failed.
                 Ok(None) | Err(_) => return End::Now,
@@ -120,6 +122,22 @@ async fn serve_streams(h3: &mut H3Conn, streams: &mut JoinSet<()>, conn: &Arc<Co
         }
     }
 }
+
+/// A request stream's task. Its waker is relayed (bridge/relay.rs) like an HTTP/2 stream's:
+/// the responses the loop thread completes in one batch wake tokio once, so quinn's driver
+/// then finds them all written and packs them into the same datagrams, instead of one wake,
+/// one driver run and one UDP send per response.
+///
+/// The stream's future (the whole service call) is boxed: spawned as it is, its several
+/// kilobytes were copied into the task and again at each stage change of the task.
+fn stream_task(resolver: Resolver, conn: &Arc<ConnCtx>) -> Relayed<Pin<Box<StreamFuture>>> {
+    Relayed::new(
+        Box::pin(serve_stream(resolver, conn.clone())),
+        &conn.shared.relay,
+    )
+}
+
+type StreamFuture = dyn Future<Output = ()> + Send;
 
 async fn goaway(h3: &mut H3Conn) -> End {
     match h3.shutdown(0).await {
