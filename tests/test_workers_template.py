@@ -1,7 +1,7 @@
-"""With ``--recycle-fork``, recycled workers (``--limit-max-requests``) are forked from a template process that has
-imported ferrocorn and the app once (python/ferrocorn/template.py), instead of starting as
-fresh interpreters; SIGHUP (new code) replaces the template; an app that starts a thread at
-import is never forked from; without the flag no template is started."""
+"""With ``--recycle-fork``, recycled workers (``--limit-max-requests``) are forked from a template
+process that has imported ferrocorn and the app once (python/ferrocorn/template.py), instead of
+starting as fresh interpreters; SIGHUP (new code) replaces the template; an app that starts a
+thread at import is never forked from; without the flag no template is started."""
 
 import signal
 
