@@ -14,6 +14,7 @@ use crate::asgi::scope::ScopeFactory;
 use crate::asgi::spawn::{task_name, Runner, TaskSpawner};
 use crate::asgi::websocket::WebSocketProtocol;
 use crate::bridge::{host_port, Event, PendingRequest, PendingWebSocket, Served, Wakeup};
+use crate::http::headers::has_forwarding_header;
 
 /// The app and the runner it is called in.
 pub(crate) struct AppCall {
@@ -42,15 +43,6 @@ pub(crate) struct Dispatcher {
     /// static response (`Core.on_static_served`): the metrics, and the access line when the
     /// core does not write it (`logged` False).
     served: OnceLock<Py<PyAny>>,
-}
-
-/// `Forwarded` or any `X-Forwarded-*` header. One pass over the names (requests carry few)
-/// is cheaper than five hash lookups.
-pub(crate) fn has_forwarding_header(headers: &http::HeaderMap) -> bool {
-    headers.keys().any(|name| {
-        let name = name.as_str().as_bytes();
-        name == b"forwarded" || name.starts_with(b"x-forwarded-")
-    })
 }
 
 impl Dispatcher {

@@ -141,6 +141,15 @@ pub(crate) fn add_host_from_authority(head: &mut http::request::Parts) {
     head.headers = headers;
 }
 
+/// `Forwarded` or any `X-Forwarded-*` header. One pass over the names (requests carry few)
+/// is cheaper than five hash lookups.
+pub(crate) fn has_forwarding_header(headers: &http::HeaderMap) -> bool {
+    headers.keys().any(|name| {
+        let name = name.as_str().as_bytes();
+        name == b"forwarded" || name.starts_with(b"x-forwarded-")
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

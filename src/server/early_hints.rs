@@ -20,7 +20,6 @@ use http::{HeaderMap, HeaderValue, Response, StatusCode};
 use tokio::sync::mpsc;
 
 use crate::bridge::EarlyHint;
-use crate::server::conn_state::ConnCtx;
 
 /// At most this many bytes of HTTP/1.1 hints wait for the client at once; hints beyond it
 /// are dropped (they are optional, RFC 8297 §2): a client that does not read cannot make
@@ -35,7 +34,7 @@ pub(crate) enum HintsOut<'a> {
     /// HTTP/1.0, HTTP/2: nowhere.
     Dropped,
     /// HTTP/1.1: the connection's write side.
-    Http1(&'a ConnCtx),
+    Http1(&'a Http1Hints),
     /// HTTP/3: the request stream's writer.
     Http3(mpsc::Sender<EarlyHint>),
 }
@@ -44,7 +43,7 @@ impl HintsOut<'_> {
     pub(crate) fn deliver(&self, hint: EarlyHint) {
         match self {
             HintsOut::Dropped => {}
-            HintsOut::Http1(conn) => conn.early_hints.push(&hint),
+            HintsOut::Http1(hints) => hints.push(&hint),
             // Full: dropped (see `H3_QUEUE`); closed: the stream is gone.
             HintsOut::Http3(tx) => {
                 let _ = tx.try_send(hint);

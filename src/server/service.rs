@@ -391,7 +391,7 @@ async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>, arrived: Instant) 
     }
     let (head, body) = req.into_parts();
     let hints = match head.version {
-        Version::HTTP_11 => HintsOut::Http1(conn),
+        Version::HTTP_11 => HintsOut::Http1(&conn.early_hints),
         // HTTP/1.0 has no 1xx; HTTP/2: see server::early_hints.
         _ => HintsOut::Dropped,
     };
@@ -519,9 +519,9 @@ async fn respond_http(
             },
         }
     };
-    if let HintsOut::Http1(conn) = &hints {
+    if let HintsOut::Http1(early_hints) = &hints {
         // Whichever answer it is, its head goes after the hints (server::early_hints).
-        std::future::poll_fn(|cx| conn.early_hints.poll_written(cx)).await;
+        std::future::poll_fn(|cx| early_hints.poll_written(cx)).await;
     }
     responded
 }

@@ -24,11 +24,11 @@ use bytes::Bytes;
 use http::StatusCode;
 
 use super::packing::{pack_scope_into, unpack_headers};
-use crate::asgi::dispatch::has_forwarding_header;
 use crate::asgi::loop_ctx::LoopCtx;
 use crate::asgi::protocol::{HttpProtocol, RequestLine, Sent};
 use crate::asgi::response::Incoming;
 use crate::bridge::{Event, PendingRequest, Wakeup};
+use crate::http::headers::has_forwarding_header;
 
 /// Record kinds in `fc_drain`'s buffer.
 const REQUEST: u8 = 1;
