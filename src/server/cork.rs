@@ -293,7 +293,7 @@ impl<T: AsyncWrite + Unpin> AsyncWrite for Corked<T> {
 impl<T: AsyncWrite + Unpin> Drop for Corked<T> {
     fn drop(&mut self) {
         if self.written < self.held.len() {
-            let waker = Waker::from(Arc::new(NoWake));
+            let waker = no_wake();
             let _ = self.poll_drain(&mut Context::from_waker(&waker));
         }
     }
@@ -304,6 +304,12 @@ struct NoWake;
 
 impl Wake for NoWake {
     fn wake(self: Arc<Self>) {}
+}
+
+/// The waker of a last write that does not wait (a wrapper dropped with bytes held; also
+/// `h2_batch`'s).
+pub(super) fn no_wake() -> Waker {
+    Waker::from(Arc::new(NoWake))
 }
 
 #[cfg(test)]

@@ -18,8 +18,7 @@
 
 use std::io::{self, IoSlice};
 use std::pin::Pin;
-use std::sync::Arc;
-use std::task::{Context, Poll, Wake, Waker};
+use std::task::{Context, Poll};
 
 use bytes::BytesMut;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
@@ -208,23 +207,18 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for Batched<S> {
 impl<S: AsyncWrite + Unpin> Drop for Batched<S> {
     fn drop(&mut self) {
         if self.held_len() > 0 {
-            let waker = Waker::from(Arc::new(NoWake));
+            let waker = super::cork::no_wake();
             let _ = self.poll_drain(&mut Context::from_waker(&waker));
         }
     }
-}
-
-/// Nothing to wake: the connection is gone.
-struct NoWake;
-
-impl Wake for NoWake {
-    fn wake(self: Arc<Self>) {}
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
     use std::sync::atomic::{AtomicUsize, Ordering};
+    use std::sync::Arc;
+    use std::task::{Wake, Waker};
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
     /// A socket that records each write and each read call.
