@@ -1,9 +1,12 @@
-"""With ``--recycle-fork``, recycled workers (``--limit-max-requests``) are forked from a template
-process that has imported ferrocorn and the app once (python/ferrocorn/template.py), instead of
-starting as fresh interpreters; SIGHUP (new code) replaces the template; an app that starts a
-thread at import is never forked from; without the flag no template is started."""
+"""Recycled workers (``--limit-max-requests``) are forked from a template process that has
+imported ferrocorn (python/ferrocorn/template.py), and with ``--recycle-fork`` the app too,
+instead of starting as fresh interpreters; SIGHUP (new code) replaces the template; a template
+that imported an app which started a thread at import is never forked from; without
+``--recycle-fork`` each forked worker imports the app itself."""
 
 import signal
+
+import pytest
 
 from tests.support.helpers import wait_until
 from tests.test_workers import child_pids, get, serving_pids, started_pids, wait_started
@@ -93,11 +96,47 @@ def test_an_app_that_starts_a_thread_at_import_is_not_forked_from(server_factory
     assert server.stop(signal.SIGTERM, timeout=30) == 0, server.output()
 
 
-def test_without_recycle_fork_recycled_workers_are_fresh_interpreters(server_factory):
-    flags = ("--workers", "2", "--limit-max-requests", "20")
-    server = server_factory("tests.apps.workers:app", *flags)
+def imports(marker):
+    """Pids of the processes that imported tests.apps.workers, in order."""
+    if not marker.exists():
+        return []
+    return [int(line.split()[1]) for line in marker.read_text().split("\n") if line]
+
+
+@pytest.mark.parametrize("preload", [False, True], ids=["default", "recycle-fork"])
+def test_who_imports_the_app(server_factory, tmp_path, preload):
+    marker = tmp_path / "imports"
+    flags = ("--workers", "2", "--limit-max-requests", "20") + (
+        ("--recycle-fork",) if preload else ()
+    )
+    server = server_factory(
+        "tests.apps.workers:app", *flags, env={"TEST_WORKERS_IMPORT_MARKER": str(marker)}
+    )
     wait_started(server, 2)
+    assert wait_until(lambda: len(templates(server)) == 1, timeout=20), server.output()
+    (template,) = templates(server)
+    recycled = recycle(server, 5)[2:]
+    forked = [pid for pid in recycled if not gone(pid) and ppid(pid) == template]
+    assert forked, (recycled, server.output())
+    assert server.stop(signal.SIGTERM, timeout=30) == 0, server.output()
+    imported = imports(marker)
+    if preload:
+        # Imported once by the template; its forks have it already.
+        assert template in imported
+        assert not set(forked) & set(imported), (forked, imported)
+    else:
+        # The template never imports the app; every forked worker imports it itself.
+        assert template not in imported
+        assert set(forked) <= set(imported), (forked, imported)
+
+
+def test_an_app_that_starts_a_thread_at_import_is_forked_when_not_preloaded(server_factory):
+    flags = ("--workers", "2", "--limit-max-requests", "20")
+    server = server_factory("tests.apps.thread_at_import:app", *flags)
+    wait_started(server, 2)
+    assert wait_until(lambda: len(templates(server)) == 1, timeout=20), server.output()
+    (template,) = templates(server)
     recycled = recycle(server, 4)[2:]
-    assert any(ppid(pid) == server.pid for pid in recycled if not gone(pid)), server.output()
-    assert not templates(server)
+    assert any(ppid(pid) == template for pid in recycled if not gone(pid)), server.output()
+    assert "fresh interpreters" not in server.output()
     assert server.stop(signal.SIGTERM, timeout=30) == 0, server.output()

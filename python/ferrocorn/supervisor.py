@@ -4,7 +4,8 @@ socket and runs worker processes that serve it.
 - Workers are fresh interpreters (``python -m ferrocorn.worker``): the Rust runtime's threads
   do not survive ``fork()``, and spawning works the same on CPython and PyPy.  The exception:
   with ``--limit-max-requests`` the replacements of recycled workers are forked from a
-  template process that imported the app and never started a thread (``template.py``).
+  template process that imported ferrocorn (and the app too with ``--recycle-fork``) and
+  never started a thread (``template.py``).
   A worker inherits its listening socket and the write end of a pipe on which it writes
   ``ready`` once it is serving (lifespan started, accepting) and ``recycle`` when it reaches
   ``--limit-max-requests``.
@@ -487,18 +488,18 @@ class Supervisor:
     # ------------------------------------------------------------------ the template
 
     def _start_template(self) -> None:
-        """With --recycle-fork and --limit-max-requests (and slot sockets: Linux): a template
-        process to fork the replacements of recycled workers from; none with --reload."""
+        """With --limit-max-requests (and slot sockets: Linux): a template process to fork the
+        replacements of recycled workers from, which has imported the app too with
+        --recycle-fork; none with --reload."""
         config = self.config
         if (
-            not config.recycle_fork
-            or config.limit_max_requests is None
+            config.limit_max_requests is None
             or config.reload
             or not self._reuse_port
         ):
             return
         try:
-            template = Template(self._payload)
+            template = Template(self._payload, preload_app=config.recycle_fork)
         except OSError as exc:
             logger.warning(
                 "Could not start the template process (%s): recycling starts fresh interpreters.",

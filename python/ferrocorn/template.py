@@ -5,13 +5,14 @@ This is the supervisor's side; the process itself is ``template_process.py``.
 A fresh worker interpreter imports ferrocorn and the app before it serves, which costs a
 hundred-odd milliseconds of CPU on the very cores the workers serve on; at a low request limit
 the workers recycle several times a second. The template (``python -m ferrocorn.template_process
---channel-fd N``, started by the supervisor) imports all that once and then forks a worker per
-request, as gunicorn's ``--preload`` does (only with ``--recycle-fork``). It forks only while it
-is a single thread (no tokio runtime, no app thread: ``fork()`` would copy those threads' locks
-but not the threads); if importing the app started a thread, it says so and the supervisor goes
-on starting fresh interpreters. The forked worker runs lifespan startup and serves like any
-worker; its code is the template's, so SIGHUP (a code reload) retires the template (it exits
-once its workers have) and starts a new one.
+--channel-fd N``, started by the supervisor) imports ferrocorn once and then forks a worker per
+request; the worker imports the app, as gunicorn's workers do. With ``--recycle-fork``
+(``--preload-app`` here) the template imports the app too, as gunicorn's ``--preload`` does. It
+forks only while it is a single thread (no tokio runtime, no app thread: ``fork()`` would copy
+those threads' locks but not the threads); if importing started a thread, it says so and the
+supervisor goes on starting fresh interpreters. The forked worker runs lifespan startup and
+serves like any worker; its code is the template's, so SIGHUP (a code reload) retires the
+template (it exits once its workers have) and starts a new one.
 
 The workers are the template's children: it reports each one's pid when forked and its exit
 status when it exits, over the same ``SOCK_SEQPACKET`` channel that carries the requests
@@ -71,7 +72,7 @@ class ForkedProcess:
 class Template:
     """The supervisor's handle on one template process."""
 
-    def __init__(self, payload: str) -> None:
+    def __init__(self, payload: str, preload_app: bool) -> None:
         self.channel, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         env = dict(os.environ)
         env[PAYLOAD_ENV] = payload
@@ -81,6 +82,7 @@ class Template:
             "ferrocorn.template_process",
             "--channel-fd",
             str(theirs.fileno()),
+            *(["--preload-app"] if preload_app else []),
         ]
         try:
             self.proc = subprocess.Popen(argv, env=env, pass_fds=[theirs.fileno()])

@@ -1,5 +1,6 @@
-"""The template process (``python -m ferrocorn.template_process``): imports ferrocorn and the
-app once, then forks workers as the supervisor asks (see template.py, the supervisor's side).
+"""The template process (``python -m ferrocorn.template_process``): imports ferrocorn (and with
+``--preload-app`` the app) once, then forks workers as the supervisor asks (see template.py, the
+supervisor's side).
 Its own module, so that running it does not import it twice (the package imports template.py).
 """
 
@@ -35,6 +36,7 @@ def _send(channel: socket.socket, message: dict[str, Any]) -> None:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m ferrocorn.template")
     parser.add_argument("--channel-fd", type=int, required=True)
+    parser.add_argument("--preload-app", action="store_true")
     args = parser.parse_args(argv)
     channel = socket.socket(fileno=args.channel_fd)
     channel.set_inheritable(False)
@@ -44,14 +46,18 @@ def main(argv: list[str] | None = None) -> int:
     from . import worker  # noqa: F401 - the worker's code, imported once for every fork
 
     app = payload["app"]
-    try:
-        if isinstance(app, str):
-            importlib.import_module(app.partition(":")[0])
-    except BaseException as exc:  # the workers will report it properly
-        _send(channel, {"unusable": f"the app failed to import: {exc!r}"})
-        return 0
+    if args.preload_app:
+        try:
+            if isinstance(app, str):
+                importlib.import_module(app.partition(":")[0])
+        except BaseException as exc:  # the workers will report it properly
+            _send(channel, {"unusable": f"the app failed to import: {exc!r}"})
+            return 0
+    # Without --preload-app each forked worker imports the app itself, as a fresh interpreter
+    # would: only ferrocorn and what it imports are shared.
     if _threads() != 1:
-        _send(channel, {"unusable": "importing the app started a thread"})
+        what = "importing the app" if args.preload_app else "importing ferrocorn"
+        _send(channel, {"unusable": f"{what} started a thread"})
         return 0
     # What was imported stays out of the workers' garbage collections: a collection writes
     # to every object it visits, which would copy the pages the fork shares.

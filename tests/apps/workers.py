@@ -9,7 +9,8 @@ Standard library only, Python 3.9 syntax (it runs in the server, possibly under 
   answers the pid;
 - lifespan startup writes ``startup <pid>`` to ``$TEST_WORKERS_MARKER`` (when set), fails when
   ``$TEST_WORKERS_FAIL_STARTUP`` is set and waits for the file ``$TEST_WORKERS_STARTUP_WAIT``
-  to exist when that is set.
+  to exist when that is set;
+- importing this module writes ``import <pid>`` to ``$TEST_WORKERS_IMPORT_MARKER`` (when set).
 """
 
 import asyncio
@@ -31,6 +32,12 @@ def _mark(text):
     if path:
         with open(path, "a") as f:
             f.write(f"{text} {os.getpid()}\n")
+
+
+_import_marker = os.environ.get("TEST_WORKERS_IMPORT_MARKER")
+if _import_marker:
+    with open(_import_marker, "a") as _f:
+        _f.write(f"import {os.getpid()}\n")
 
 
 async def _lifespan(receive, send):

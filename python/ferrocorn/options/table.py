@@ -277,9 +277,9 @@ OPTIONS: tuple[Option, ...] = (
         "Add a random 0..N to --limit-max-requests per worker, so they do not all restart "
         "at once."),
     Option("recycle_fork", "Worker", Flag(), False,
-        "Fork the replacements of recycled workers (--limit-max-requests) from a template "
-        "process that imported the app once, as gunicorn's preload_app: cheaper starts; "
-        "the app's import-time state is shared as it was at import."),
+        "Import the app once in the template process that recycled workers "
+        "(--limit-max-requests) are forked from, as gunicorn's preload_app: cheaper starts, "
+        "but what the app set up at import is shared by the workers."),
     # ------------------------------------------------------------------ Reload
     Option("reload", "Reload", Flag(), False,
         "Restart the worker when files change (needs watchfiles)."),
