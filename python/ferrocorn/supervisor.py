@@ -492,11 +492,7 @@ class Supervisor:
         replacements of recycled workers from, which has imported the app too with
         --recycle-fork; none with --reload."""
         config = self.config
-        if (
-            config.limit_max_requests is None
-            or config.reload
-            or not self._reuse_port
-        ):
+        if config.limit_max_requests is None or config.reload or not self._reuse_port:
             return
         try:
             template = Template(self._payload, preload_app=config.recycle_fork)
