@@ -14,11 +14,11 @@ use http::{HeaderMap, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use tokio::sync::mpsc;
 
+use crate::bridge::ResponseBody;
 use crate::http::body_reader::InBody;
 use crate::http::headers::{h3_request_is_malformed, strip_connection_headers};
 use crate::server::conn_state::ConnCtx;
 use crate::server::early_hints::{informational, H3_QUEUE};
-use crate::bridge::ResponseBody;
 use crate::server::h3::body::H3Body;
 use crate::server::h3::websocket::serve_websocket;
 use crate::server::service::{handle_h3_request, TrackedBody};
@@ -128,7 +128,11 @@ fn content_length(headers: &HeaderMap) -> Result<Option<u64>, ()> {
 /// body that fails (the app failed mid-response, or the request body broke) resets the
 /// stream; a client that stopped the stream drops the body, which the app hears as a
 /// disconnect.
-pub(super) async fn write_response(send: &mut SendSide, response: Response<TrackedBody>, date: bool) {
+pub(super) async fn write_response(
+    send: &mut SendSide,
+    response: Response<TrackedBody>,
+    date: bool,
+) {
     let (mut parts, body) = response.into_parts();
     strip_connection_headers(&mut parts.headers);
     if date && !parts.headers.contains_key(DATE) {

@@ -50,4 +50,3 @@ pub(crate) async fn serve_websocket(
         let _ = done_rx.await;
     }
 }
-

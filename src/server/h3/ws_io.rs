@@ -23,10 +23,10 @@ use crate::server::h3::request::SendSide;
 /// The most bytes one write takes: one DATA frame.
 const MAX_WRITE: usize = 64 * 1024;
 
-type Sending = Pin<Box<dyn Future<Output = (SendSide, Result<(), StreamError>)> + Send>>;
+type Sending = Pin<Box<dyn Future<Output = (Box<SendSide>, Result<(), StreamError>)> + Send>>;
 
 enum SendState {
-    Idle(SendSide),
+    Idle(Box<SendSide>),
     /// A DATA frame, or the FIN, on its way.
     Busy(Sending, bool),
     Finished,
@@ -50,7 +50,7 @@ impl H3Io {
             recv,
             chunk: Bytes::new(),
             read_ended: false,
-            send: SendState::Idle(send),
+            send: SendState::Idle(Box::new(send)),
             _done: done,
         }
     }

@@ -252,7 +252,9 @@ mod tests {
 
     #[test]
     fn every_form_of_websocket_becomes_a_plain_webtransport() {
-        for (name_coded, value_coded) in [(false, false), (true, false), (false, true), (true, true)] {
+        for (name_coded, value_coded) in
+            [(false, false), (true, false), (false, true), (true, true)]
+        {
             let input = section(b"websocket", name_coded, value_coded);
             let output = rewrite_protocol(&input).unwrap();
             assert_eq!(output, section(b"webtransport", false, false));
@@ -275,7 +277,8 @@ mod tests {
         let before = input.clone();
         lit(&mut input, 0x30, 3, PROTOCOL, true); // N set
         lit(&mut input, 0, 7, b"websocket", true);
-        let tail = [0xd1, 0x10 | 3, 0x00 | 2, 0x01, b'z'];
+        // GET (static 17), post-base index 3, post-base name reference 2 with value "z".
+        let tail = [0xd1, 0x13, 0x02, 0x01, b'z'];
         input.extend_from_slice(&tail);
         let output = rewrite_protocol(&input).unwrap();
         let line_at = before.len();
@@ -291,7 +294,7 @@ mod tests {
         assert!(rewrite_protocol(&section(b"connect-udp", false, false)).is_none());
         assert!(rewrite_protocol(&section(b"WebSocket", false, false)).is_none());
         assert!(rewrite_protocol(&[0x00, 0x00, 0xd1]).is_none()); // a plain GET
-        // A `:protocol`-like name that is another header's value.
+                                                                  // A `:protocol`-like name that is another header's value.
         let mut s = vec![0x00, 0x00];
         lit(&mut s, 0x20, 3, b"x-protocol", false);
         lit(&mut s, 0, 7, b"websocket", false);
