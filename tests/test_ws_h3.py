@@ -32,7 +32,12 @@ from tests.support.wsraw import (
 
 pytest.importorskip("aioquic", reason="needs aioquic")
 h3client = pytest.importorskip("tests.support.h3client")
-from tests.support.wsh3 import H3Session, H3WebSocket  # noqa: E402
+from tests.support.wsh3 import (  # noqa: E402
+    H3Session,
+    H3WebSocket,
+    plain_headers_frame,
+    varint,
+)
 
 pytestmark = pytest.mark.skipif(
     subprocess.run(["openssl", "version"], capture_output=True).returncode != 0,
@@ -167,6 +172,31 @@ def test_echo_text_and_bytes(server, c, plain):
             ws.send_frame(opcode, payload)
             frame, _ = ws.recv_until((TEXT, BINARY))
             assert (frame.opcode, frame.payload) == (opcode, payload)
+
+
+def test_reserved_frame_before_the_head_passes(server, c):
+    """RFC 9114 §9: frames of reserved types may precede the HEADERS frame; the rewrite looks
+    past them and hands them on."""
+    head = H3WebSocket.head("/echo")
+    grease = varint(0x21 + 0x1F * 3) + varint(5) + b"hello"
+    with open_ws(server, c, handshake=False) as ws:
+        ws.ex = ws.session.start_raw(grease + plain_headers_frame(head))
+        ws.session.wait_for(lambda: ws.ex.headers is not None or ws.ex.done.is_set())
+        assert ws.ex.status == 200
+        ws.buf = ws.ex.body
+        ws.send_text("after grease")
+        assert ws.recv_until((TEXT,))[0].payload == b"after grease"
+
+
+def test_a_head_over_the_limit_is_refused_431(c):
+    """A HEADERS frame longer than the header limit is left to h3 (the shim holds no more
+    than the limit), which answers 431."""
+    with start(c, "--max-header-size", "1024") as srv:
+        with H3WebSocket(srv.port, c.ca_pem, handshake=False) as ws:
+            ex = ws.open_stream("/echo", [("x-big", "b" * 2000)], plain=True)
+            ws.session.wait(ex)
+            assert ex.status == 431
+            assert ws.session.request("GET", "/hello").status == 200
 
 
 def test_fragments_and_ping_pong(server, c):
