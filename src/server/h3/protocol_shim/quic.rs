@@ -118,7 +118,7 @@ impl<B: Buf> BidiStream<B> {
             send,
             recv: RecvStream {
                 inner: recv,
-                scan: limit.map(|limit| Box::new(FirstHeaders::new(limit))),
+                scan: limit.map(FirstHeaders::new),
                 ended: false,
             },
         }
@@ -179,7 +179,7 @@ impl<B: Buf> quic::RecvStream for BidiStream<B> {
 pub(crate) struct RecvStream {
     inner: h3_quinn::RecvStream,
     /// Until the first HEADERS frame has gone by.
-    scan: Option<Box<FirstHeaders>>,
+    scan: Option<FirstHeaders>,
     /// The stream ended while the scan held bytes: they went first, the end is next.
     ended: bool,
 }

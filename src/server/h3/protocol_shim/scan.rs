@@ -47,6 +47,11 @@ impl FirstHeaders {
         if self.is_done() {
             return chunk;
         }
+        if self.pending.is_empty() && self.skipping == 0 {
+            if let Some(out) = self.whole_headers(&chunk) {
+                return out;
+            }
+        }
         self.pending.extend_from_slice(&chunk);
         let mut out = BytesMut::new();
         loop {
@@ -72,8 +77,11 @@ impl FirstHeaders {
                     if self.pending.len() < total {
                         break;
                     }
-                    let frame = self.pending.split_to(total).freeze();
-                    out.extend_from_slice(&rewrite_frame(frame, header_len));
+                    let frame = self.pending.split_to(total);
+                    match rewrite_frame(&frame, header_len) {
+                        Some(rewritten) => out.extend_from_slice(&rewritten),
+                        None => out.extend_from_slice(&frame),
+                    }
                     self.done = true;
                 }
             } else if KNOWN_TYPES.contains(&kind) {
@@ -90,6 +98,27 @@ impl FirstHeaders {
             out.extend_from_slice(&self.pending.split());
         }
         out.freeze()
+    }
+
+    /// The common case: a chunk that starts with the whole HEADERS frame, handed on without a
+    /// copy when there is nothing to rewrite. None: the general path decides.
+    fn whole_headers(&mut self, chunk: &Bytes) -> Option<Bytes> {
+        let (kind, length, header_len) = frame_header(chunk)?;
+        if kind != HEADERS || length > self.limit {
+            return None;
+        }
+        let total = header_len + length as usize;
+        if chunk.len() < total {
+            return None;
+        }
+        self.done = true;
+        Some(match rewrite_frame(&chunk[..total], header_len) {
+            None => chunk.clone(),
+            Some(mut frame) => {
+                frame.extend_from_slice(&chunk[total..]);
+                Bytes::from(frame)
+            }
+        })
     }
 
     /// The stream ended: what was held goes on as it was (h3 finds it incomplete).
@@ -128,17 +157,15 @@ fn put_varint(out: &mut Vec<u8>, value: u64) {
 }
 
 /// The HEADERS frame with its field section rewritten and its length fixed (its type
-/// varint kept as it came), or as it was.
-fn rewrite_frame(frame: Bytes, header_len: usize) -> Bytes {
-    let Some(section) = rewrite_protocol(&frame[header_len..]) else {
-        return frame;
-    };
-    let type_len = varint(&frame).map_or(1, |(_, len)| len);
+/// varint kept as it came); None when there is nothing to rewrite.
+fn rewrite_frame(frame: &[u8], header_len: usize) -> Option<Vec<u8>> {
+    let section = rewrite_protocol(&frame[header_len..])?;
+    let type_len = varint(frame).map_or(1, |(_, len)| len);
     let mut out = Vec::with_capacity(frame.len() + 8);
     out.extend_from_slice(&frame[..type_len]);
     put_varint(&mut out, section.len() as u64);
     out.extend_from_slice(&section);
-    Bytes::from(out)
+    Some(out)
 }
 
 #[cfg(test)]
@@ -233,6 +260,18 @@ mod tests {
         assert!(scan.is_done());
         let later = Bytes::from(frame(HEADERS, &section(b"websocket"), false));
         assert_eq!(scan.feed(later.clone()), later);
+    }
+
+    #[test]
+    fn a_head_with_nothing_to_rewrite_is_handed_on_uncopied() {
+        let mut input = frame(HEADERS, &[0x00, 0x00, 0xd1, 0xd7], false);
+        input.extend_from_slice(&frame(0x00, b"body", false));
+        let chunk = Bytes::from(input);
+        let mut scan = FirstHeaders::new(1024);
+        let out = scan.feed(chunk.clone());
+        assert_eq!(out.as_ptr(), chunk.as_ptr());
+        assert_eq!(out, chunk);
+        assert!(scan.is_done());
     }
 
     #[test]
