@@ -87,7 +87,7 @@ fn replacement(section: &[u8], name: Literal, value: Literal) -> Option<&'static
 fn is(section: &[u8], literal: Literal, text: &[u8]) -> bool {
     let bytes = &section[literal.start..literal.end];
     if literal.huffman {
-        huffman::encode(text).is_some_and(|coded| coded == bytes)
+        huffman::coded(text).is_some_and(|coded| coded == bytes)
     } else {
         bytes == text
     }
@@ -159,6 +159,10 @@ fn literal_line(out: &mut Vec<u8>, never_indexed: bool, name: &[u8], value: &[u8
 /// The canonical Huffman code of HPACK (RFC 7541 Appendix B), for the characters of the
 /// strings this module looks for only.
 mod huffman {
+    use std::sync::OnceLock;
+
+    use super::{PROTOCOL, REWRITES};
+
     /// (character, code, length in bits)
     const CODES: [(u8, u32, u8); 14] = [
         (b':', 0x5c, 7),
@@ -176,6 +180,21 @@ mod huffman {
         (b't', 0x9, 5),
         (b'w', 0x78, 7),
     ];
+
+    /// The strings looked for, coded once.
+    static CODED: OnceLock<[(&[u8], Vec<u8>); 3]> = OnceLock::new();
+
+    /// The Huffman coding of one of the strings this module looks for.
+    pub(super) fn coded(text: &[u8]) -> Option<&'static [u8]> {
+        let table = CODED.get_or_init(|| {
+            [PROTOCOL, REWRITES[0].0, REWRITES[1].0]
+                .map(|text| (text, encode(text).unwrap_or_default()))
+        });
+        table
+            .iter()
+            .find(|(known, _)| *known == text)
+            .map(|(_, coded)| coded.as_slice())
+    }
 
     /// The Huffman coding of `text` (padded with the EOS prefix, all ones), or None for a
     /// character outside the table.
@@ -246,6 +265,7 @@ mod tests {
     fn huffman_matches_an_independent_encoder() {
         for (text, expected) in HPACK_SAYS {
             assert_eq!(hex(&huff(text)), expected);
+            assert_eq!(hex(huffman::coded(text).unwrap()), expected);
         }
         assert!(huffman::encode(b"websocket!").is_none());
     }
