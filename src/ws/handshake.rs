@@ -325,6 +325,13 @@ mod tests {
             accept_status(Version::HTTP_11),
             StatusCode::SWITCHING_PROTOCOLS
         );
+        // HTTP/3 (RFC 9220): HTTP/2's rules.
+        let h3 = |pairs: &[(&str, &str)]| {
+            check_handshake(&Method::CONNECT, Version::HTTP_3, &headers(pairs))
+        };
+        assert_eq!(h3(&[V13]), Ok(()));
+        assert_eq!(h3(&[]), Err(Refusal::UnsupportedVersion));
+        assert_eq!(accept_status(Version::HTTP_3), StatusCode::OK);
     }
 
     #[test]
