@@ -102,6 +102,15 @@ def test_settings_advertise_extended_connect(server, c):
         assert session.connect_protocol_enabled()
 
 
+def test_qpack_dynamic_table_stays_off(server, c):
+    """The rewrite reads `:protocol` only as a literal: a client may put it in the QPACK
+    dynamic table only if the server's SETTINGS_QPACK_MAX_TABLE_CAPACITY (0x01) allows one.
+    Should an h3 upgrade start advertising a table, this fails and the shim needs another
+    look."""
+    with H3Session(server.port, c.ca_pem) as session:
+        assert session.settings().get(0x01, 0) == 0
+
+
 def test_aioquic_huffman_codes_the_protocol_field():
     """What the default handshake of this file sends: pylsqpack Huffman-codes `:protocol`
     and `websocket` (RFC 7541 Appendix B), so the plain-literal form needs its own test."""
