@@ -205,7 +205,7 @@ where
     };
     let shared = &conn.shared;
     let request = Request::from_parts(head, ());
-    let response = if let Some(refused) = request_line_too_long(&request, &conn) {
+    let mut response = if let Some(refused) = request_line_too_long(&request, &conn) {
         refused
     } else {
         match check_handshake(request.method(), request.version(), request.headers()) {
@@ -219,7 +219,7 @@ where
             Err(refusal) => refuse_websocket(&conn, refusal),
         }
     };
-    let mut response = response;
+    // QPACK keeps no order across names: the marker (http::header_order) goes.
     strip_marker(response.headers_mut());
     TrackedBody::new(response, Some(in_flight), None)
 }

@@ -51,16 +51,14 @@ pub(crate) async fn serve_stream(resolver: Resolver, conn: Arc<ConnCtx>) {
         return reject(&mut send, &mut recv);
     }
     if let Some(protocol) = head.extensions().get::<h3::ext::Protocol>().copied() {
-        return match is_websocket(&conn, head.method(), protocol) {
-            true => serve_websocket(head, send, recv, conn).await,
-            // An extended CONNECT for a protocol other than WebSocket: no ASGI scope
-            // carries it (as on HTTP/2).
-            false => {
-                let response = ResponseBody::error(&conn.shared.config, StatusCode::BAD_REQUEST);
-                let response = TrackedBody::new(response, None, None);
-                write_response(&mut send, response, conn.shared.config.date_header).await
-            }
-        };
+        if is_websocket(&conn, head.method(), protocol) {
+            return serve_websocket(head, send, recv, conn).await;
+        }
+        // An extended CONNECT for a protocol other than WebSocket: no ASGI scope carries it
+        // (as on HTTP/2).
+        let response = ResponseBody::error(&conn.shared.config, StatusCode::BAD_REQUEST);
+        let response = TrackedBody::new(response, None, None);
+        return write_response(&mut send, response, conn.shared.config.date_header).await;
     }
     let body = InBody::Other(Box::pin(H3Body::new(recv, length).await));
     let (parts, ()) = head.into_parts();
