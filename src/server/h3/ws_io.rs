@@ -1,7 +1,9 @@
 //! A WebSocket's bytes over an HTTP/3 request stream (RFC 9220 §3): the DATA frames of
 //! the stream both ways, as the `AsyncRead + AsyncWrite` the WebSocket session works on.
-//! Shutdown is the stream's FIN; dropped before it (the session aborted), the stream is
-//! reset instead, so the peer never takes a cut-off socket for a finished one.
+//! Shutdown is the stream's FIN; dropped before it (the session aborted, or a write never
+//! finished), the stream is reset instead (H3_REQUEST_CANCELLED, RFC 9220 §3's analogue of
+//! a TCP RST): quinn would finish a dropped stream, and the peer would take a cut-off socket
+//! for a closed one.
 //!
 //! Buffering is bounded: one received chunk (what quinn hands over), and one write of at
 //! most `MAX_WRITE` bytes in flight, which `send_data` holds until QUIC's flow control
@@ -23,10 +25,24 @@ use crate::server::h3::request::SendSide;
 /// The most bytes one write takes: one DATA frame.
 const MAX_WRITE: usize = 64 * 1024;
 
-type Sending = Pin<Box<dyn Future<Output = (Box<SendSide>, Result<(), StreamError>)> + Send>>;
+type Sending = Pin<Box<dyn Future<Output = (Guarded, Result<(), StreamError>)> + Send>>;
+
+/// The send side, reset when dropped unless its FIN went out.
+struct Guarded {
+    stream: Box<SendSide>,
+    finished: bool,
+}
+
+impl Drop for Guarded {
+    fn drop(&mut self) {
+        if !self.finished {
+            self.stream.stop_stream(Code::H3_REQUEST_CANCELLED);
+        }
+    }
+}
 
 enum SendState {
-    Idle(Box<SendSide>),
+    Idle(Guarded),
     /// A DATA frame, or the FIN, on its way.
     Busy(Sending, bool),
     Finished,
@@ -50,7 +66,10 @@ impl H3Io {
             recv,
             chunk: Bytes::new(),
             read_ended: false,
-            send: SendState::Idle(Box::new(send)),
+            send: SendState::Idle(Guarded {
+                stream: Box::new(send),
+                finished: false,
+            }),
             _done: done,
         }
     }
@@ -59,14 +78,14 @@ impl H3Io {
     fn poll_sent(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
         if let SendState::Busy(sending, finishing) = &mut self.send {
             let finishing = *finishing;
-            let (stream, result) = ready!(sending.as_mut().poll(cx));
+            let (mut guarded, result) = ready!(sending.as_mut().poll(cx));
             self.send = match (&result, finishing) {
                 (Err(_), _) => SendState::Failed,
                 (Ok(()), true) => {
-                    drop(stream);
+                    guarded.finished = true;
                     SendState::Finished
                 }
-                (Ok(()), false) => SendState::Idle(stream),
+                (Ok(()), false) => SendState::Idle(guarded),
             };
             if result.is_err() {
                 return Poll::Ready(Err(io::ErrorKind::BrokenPipe.into()));
@@ -82,11 +101,11 @@ impl H3Io {
         ready!(self.poll_sent(cx))?;
         let n = data.len();
         match std::mem::replace(&mut self.send, SendState::Failed) {
-            SendState::Idle(mut stream) => {
+            SendState::Idle(mut guarded) => {
                 self.send = SendState::Busy(
                     Box::pin(async move {
-                        let result = stream.send_data(data).await;
-                        (stream, result)
+                        let result = guarded.stream.send_data(data).await;
+                        (guarded, result)
                     }),
                     false,
                 );
@@ -165,11 +184,11 @@ impl AsyncWrite for H3Io {
         loop {
             ready!(this.poll_sent(cx))?;
             match std::mem::replace(&mut this.send, SendState::Finished) {
-                SendState::Idle(mut stream) => {
+                SendState::Idle(mut guarded) => {
                     this.send = SendState::Busy(
                         Box::pin(async move {
-                            let result = stream.finish().await;
-                            (stream, result)
+                            let result = guarded.stream.finish().await;
+                            (guarded, result)
                         }),
                         true,
                     );
@@ -186,10 +205,7 @@ impl AsyncWrite for H3Io {
 
 impl Drop for H3Io {
     fn drop(&mut self) {
-        // Not shut down: a reset, not the FIN quinn would send for a dropped stream.
-        if let SendState::Idle(stream) = &mut self.send {
-            stream.stop_stream(Code::H3_REQUEST_CANCELLED);
-        }
+        // The send side resets itself (`Guarded`) unless it finished.
         if !self.read_ended {
             self.recv.stop_sending(Code::H3_NO_ERROR);
         }
