@@ -359,6 +359,23 @@ def test_other_protocols_are_400(server, c, protocol, plain):
         assert ws.session.request("GET", "/hello").status == 200
 
 
+@pytest.mark.parametrize("missing", [b":scheme", b":path"])
+def test_extended_connect_without_scheme_or_path_is_reset(server, c, missing):
+    """RFC 8441 §4 (RFC 9220 §3): an extended CONNECT carries :scheme and :path."""
+    head = [field for field in H3WebSocket.head("/echo") if field[0] != missing]
+    with H3Session(server.port, c.ca_pem) as session:
+        ex = session.wait(session.start("CONNECT", "/echo", raw_head=head, end=False))
+        assert ex.headers is None and ex.reset == h3client.H3_MESSAGE_ERROR
+        assert session.request("GET", "/hello").status == 200
+
+
+def test_protocol_on_a_get_is_reset(server, c):
+    head = [(b":method", b"GET")] + H3WebSocket.head("/echo")[1:]
+    with H3Session(server.port, c.ca_pem) as session:
+        ex = session.wait(session.start("GET", "/echo", raw_head=head))
+        assert ex.headers is None and ex.reset == h3client.H3_MESSAGE_ERROR
+
+
 def test_unknown_protocol_is_reset_by_h3(server, c):
     with open_ws(server, c, handshake=False) as ws:
         ex = ws.open_stream("/echo", protocol="chat")

@@ -51,6 +51,9 @@ pub(crate) async fn serve_stream(resolver: Resolver, conn: Arc<ConnCtx>) {
         return reject(&mut send, &mut recv);
     }
     if let Some(protocol) = head.extensions().get::<h3::ext::Protocol>().copied() {
+        if !extended_connect_is_whole(head.method(), head.uri()) {
+            return reject(&mut send, &mut recv);
+        }
         if is_websocket(&conn, head.method(), protocol) {
             return serve_websocket(head, send, recv, conn).await;
         }
@@ -96,6 +99,16 @@ fn is_websocket(conn: &ConnCtx, method: &http::Method, protocol: h3::ext::Protoc
     conn.shared.config.ws.enabled
         && method == http::Method::CONNECT
         && protocol == h3::ext::Protocol::WEB_TRANSPORT
+}
+
+/// RFC 8441 §4 (RFC 9220 §3): an extended CONNECT is a CONNECT that carries `:scheme` and
+/// `:path` as well as `:protocol` (h3 checks none of that).
+fn extended_connect_is_whole(method: &http::Method, uri: &http::Uri) -> bool {
+    method == http::Method::CONNECT
+        && uri.scheme().is_some()
+        && uri
+            .path_and_query()
+            .is_some_and(|pq| !pq.as_str().is_empty())
 }
 
 /// RFC 9114 §4.1.2: a malformed request is a stream error of type H3_MESSAGE_ERROR.
