@@ -33,7 +33,11 @@ class H3Session:
         self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
         self.thread.start()
         self._cm = h3_connect(port, ca_file)
-        self.client = self.call(self._cm.__aenter__())
+        try:
+            self.client = self.call(self._cm.__aenter__())
+        except BaseException:
+            self._stop_loop()
+            raise
         received = self.client.quic_event_received
 
         def received_and_notify(event) -> None:
@@ -101,9 +105,12 @@ class H3Session:
         try:
             self.call(self._cm.__aexit__(None, None, None))
         finally:
-            self.loop.call_soon_threadsafe(self.loop.stop)
-            self.thread.join(10)
-            self.loop.close()
+            self._stop_loop()
+
+    def _stop_loop(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(10)
+        self.loop.close()
 
     def __enter__(self):
         return self
