@@ -227,11 +227,12 @@ impl WebSocketProtocol {
     }
 
     /// The status the line shows, as the client saw it: an accepted socket's is 101, or 200
-    /// over HTTP/2 (RFC 8441 §5), where a 2xx denial went out as 403 (`server/websocket.rs`).
+    /// over HTTP/2 and 3 (RFC 8441 §5, RFC 9220 §3), where a 2xx denial went out as 403
+    /// (`server/websocket.rs`).
     fn shown_status(&self, status: u16) -> u16 {
         match status {
-            101 if self.version == Version::HTTP_2 => 200,
-            200..=299 if self.version == Version::HTTP_2 => 403,
+            101 if self.version >= Version::HTTP_2 => 200,
+            200..=299 if self.version >= Version::HTTP_2 => 403,
             _ => status,
         }
     }

@@ -32,7 +32,7 @@ use crate::server::body_pump::pump_request_body;
 use crate::server::conn_state::{ConnBusy, ConnCtx, InFlight};
 use crate::server::early_hints::HintsOut;
 use crate::server::static_route;
-use crate::server::websocket::handle_upgrade;
+use crate::server::websocket::{handle_upgrade, handshake};
 use crate::server::{Admit, ServerShared};
 use crate::ws::handshake::{
     asks_for_websocket, asks_for_websocket_over_h2, check_handshake, Refusal,
@@ -51,7 +51,7 @@ pub(crate) struct TrackedBody {
 }
 
 impl TrackedBody {
-    fn new(
+    pub(crate) fn new(
         response: Response<ResponseBody>,
         in_flight: Option<InFlight>,
         body_failed: Option<oneshot::Receiver<BodyError>>,
@@ -185,6 +185,43 @@ pub(crate) async fn handle_h3_request(
     // QPACK keeps no order across names: the marker (http::header_order) goes.
     strip_marker(response.headers_mut());
     TrackedBody::new(response, Some(in_flight), body_failed)
+}
+
+/// HTTP/3's WebSocket (RFC 9220): an extended CONNECT the h3 request path found asking for
+/// one (`server::h3::request`), through the same checks and handshake as HTTP/2's. The
+/// answer is the app's decision; `upgraded` yields the socket once the 200 went out.
+pub(crate) async fn handle_h3_websocket<F, Io>(
+    head: http::request::Parts,
+    conn: Arc<ConnCtx>,
+    upgraded: F,
+) -> Response<TrackedBody>
+where
+    F: Future<Output = Option<Io>> + Send + 'static,
+    Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+{
+    let in_flight = match admit(&conn, || true).await {
+        Ok(in_flight) => in_flight,
+        Err(refused) => return refused,
+    };
+    let shared = &conn.shared;
+    let request = Request::from_parts(head, ());
+    let mut response = if let Some(refused) = request_line_too_long(&request, &conn) {
+        refused
+    } else {
+        match check_handshake(request.method(), request.version(), request.headers()) {
+            Ok(()) => match shared.websocket_slot() {
+                Ok(slot) => {
+                    let (head, ()) = request.into_parts();
+                    handshake(head, &conn, slot, upgraded).await
+                }
+                Err(reason) => unavailable(shared, reason),
+            },
+            Err(refusal) => refuse_websocket(&conn, refusal),
+        }
+    };
+    // QPACK keeps no order across names: the marker (http::header_order) goes.
+    strip_marker(response.headers_mut());
+    TrackedBody::new(response, Some(in_flight), None)
 }
 
 /// `--limit-concurrency` (and its queue): the request runs, or gets the server's 503.

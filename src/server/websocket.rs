@@ -5,16 +5,17 @@
 //! Over HTTP/2 (RFC 8441) the same session runs on one stream: the handshake is an extended
 //! CONNECT answered `200`, and hyper's `Upgraded` carries the frames in that stream's DATA
 //! frames (our shutdown is its END_STREAM), so only the answer's status and fields differ.
+//! Over HTTP/3 (RFC 9220) likewise, the stream's DATA frames carried by `h3::ws_io`.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
 use http::header::{CONTENT_LENGTH, SEC_WEBSOCKET_KEY};
 use http::{Request, Response, StatusCode, Version};
 use hyper::body::Incoming as IncomingBody;
-use hyper::upgrade::Upgraded;
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, Interval};
 
@@ -40,18 +41,38 @@ const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
 /// close its side.
 const LINGER: Duration = Duration::from_secs(2);
 
+/// An HTTP/1.1 upgrade or an HTTP/2 extended CONNECT (RFC 8441): the socket is hyper's
+/// `Upgraded` once the answer went out.
 pub(crate) async fn handle_upgrade(
     mut req: Request<IncomingBody>,
     conn: &Arc<ConnCtx>,
     slot: Option<WebSocketSlot>,
 ) -> Response<ResponseBody> {
+    let on_upgrade = hyper::upgrade::on(&mut req);
+    let (head, _body) = req.into_parts();
+    let upgraded = async move { on_upgrade.await.ok().map(TokioIo::new) };
+    handshake(head, conn, slot, upgraded).await
+}
+
+/// The handshake of any transport: the app's decision, and its answer. `upgraded` yields
+/// the socket once the answer went out (None: it could not), and is awaited only if the
+/// app accepted.
+pub(crate) async fn handshake<F, Io>(
+    mut head: http::request::Parts,
+    conn: &Arc<ConnCtx>,
+    slot: Option<WebSocketSlot>,
+    upgraded: F,
+) -> Response<ResponseBody>
+where
+    F: Future<Output = Option<Io>> + Send + 'static,
+    Io: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let shared = &conn.shared;
     let config = &shared.config;
-    let on_upgrade = hyper::upgrade::on(&mut req);
-    let (mut head, _body) = req.into_parts();
     let version = head.version;
-    let h2 = version == Version::HTTP_2;
-    if h2 || head.uri.scheme().is_some() {
+    // HTTP/2 (RFC 8441) and HTTP/3 (RFC 9220): an extended CONNECT answered 200.
+    let multiplexed = version >= Version::HTTP_2;
+    if multiplexed || head.uri.scheme().is_some() {
         // The scope's `host` comes from `:authority` (or HTTP/1's absolute-form, RFC 9112
         // §3.2.2), as for http scopes.
         add_host_from_authority(&mut head);
@@ -93,7 +114,7 @@ pub(crate) async fn handle_upgrade(
             outbound,
         }) => {
             let extensions = deflate.as_ref().map(DeflateParams::response_header);
-            let negotiated = if h2 {
+            let negotiated = if multiplexed {
                 negotiated_headers(subprotocol.as_deref(), extensions.as_deref())
             } else {
                 accept_headers(&key, subprotocol.as_deref(), extensions.as_deref())
@@ -105,9 +126,9 @@ pub(crate) async fn handle_upgrade(
                 // Every header of the app's goes out, repeated ones included, except the
                 // handshake's own fields: extensions change the framing, which is ours alone,
                 // and the accept key, upgrade and subprotocol answer what we negotiated.
-                // On HTTP/2 a length would announce a body the 200 of a CONNECT cannot have
-                // (hyper resets such a stream).
-                let reserved = is_handshake_field(name) || (h2 && *name == CONTENT_LENGTH);
+                // On HTTP/2 and 3 a length would announce a body the 200 of a CONNECT cannot
+                // have (hyper resets such a stream).
+                let reserved = is_handshake_field(name) || (multiplexed && *name == CONTENT_LENGTH);
                 if !reserved {
                     response_headers.append(name.clone(), value.clone());
                 }
@@ -115,17 +136,17 @@ pub(crate) async fn handle_upgrade(
             // After the 101 the socket carries WebSocket frames: nothing to coalesce.
             conn.disable_corking();
             let shared = shared.clone();
-            // HTTP/2: the connection is busy while the socket is open, so the keep-alive
-            // timer does not GOAWAY a connection whose only stream is a WebSocket.
-            let busy = h2.then(|| ConnBusy::new(conn.clone()));
+            // HTTP/2 and 3: the connection is busy while the socket is open, so the
+            // keep-alive timer does not GOAWAY a connection whose only stream is a WebSocket.
+            let busy = multiplexed.then(|| ConnBusy::new(conn.clone()));
             tokio::spawn(async move {
                 // Counted against --limit-websockets until the session ends.
                 let _slot = slot;
                 let _busy = busy;
-                match on_upgrade.await {
-                    Ok(upgraded) => {
+                match upgraded.await {
+                    Some(io) => {
                         let session = Session {
-                            io: TokioIo::new(upgraded),
+                            io,
                             reader: WsReader::new(
                                 shared.config.ws.max_size,
                                 deflate.as_ref().map(Inflater::new),
@@ -136,7 +157,7 @@ pub(crate) async fn handle_upgrade(
                             .run(in_tx, outbound, &exchange, guard, &shared)
                             .await;
                     }
-                    Err(_) => {
+                    None => {
                         exchange.set_close_info(CloseInfo::abnormal());
                         drop(guard);
                     }
@@ -149,13 +170,14 @@ pub(crate) async fn handle_upgrade(
                 ResponseBody::empty(None),
             )
         }
-        Ok(WsDecision::Reject(response)) if h2 && response.status().is_success() => {
-            // A 2xx on an extended CONNECT's stream *is* the acceptance (RFC 8441 §5): the
-            // client would take the denial for an open socket.
+        Ok(WsDecision::Reject(response)) if multiplexed && response.status().is_success() => {
+            // A 2xx on an extended CONNECT's stream *is* the acceptance (RFC 8441 §5, RFC
+            // 9220 §3): the client would take the denial for an open socket.
             let text = format!(
-                "a WebSocket denial response to {} over HTTP/2 had status {}, which would \
+                "a WebSocket denial response to {} over HTTP/{} had status {}, which would \
                  accept the socket; answered 403 instead",
                 conn.peer_text(),
+                if version == Version::HTTP_3 { "3" } else { "2" },
                 response.status().as_u16()
             );
             shared.wakeup.push(Event::Warning(Box::new(LogText(text))));
@@ -195,13 +217,13 @@ fn deliver(
 }
 
 /// One open WebSocket: the socket, and the framing state of each direction.
-struct Session {
-    io: TokioIo<Upgraded>,
+struct Session<Io> {
+    io: Io,
     reader: WsReader,
     writer: WsWriter,
 }
 
-impl Session {
+impl<Io: AsyncRead + AsyncWrite + Unpin> Session<Io> {
     async fn close_frame(&mut self, code: u16, reason: &str) -> std::io::Result<()> {
         self.writer
             .control(&mut self.io, OpCode::Close, &close_payload(code, reason))

@@ -50,14 +50,14 @@ impl Refusal {
 
 /// RFC 6455 §4.2.1, for a request that asks for a WebSocket: a GET of HTTP/1.1, one
 /// `Sec-WebSocket-Key` that is base64 of 16 bytes, and `Sec-WebSocket-Version: 13`. Over
-/// HTTP/2 (RFC 8441 §5) the extended CONNECT replaces the GET and the key, so only the
+/// HTTP/2 and 3 (RFC 8441 §5, RFC 9220 §3) the extended CONNECT replaces the GET and the key, so only the
 /// version is checked.
 pub(crate) fn check_handshake(
     method: &Method,
     version: Version,
     headers: &HeaderMap,
 ) -> Result<(), Refusal> {
-    if version == Version::HTTP_2 && method == Method::CONNECT {
+    if version >= Version::HTTP_2 && method == Method::CONNECT {
         return if version_supported(headers) {
             Ok(())
         } else {
@@ -196,10 +196,10 @@ pub(crate) fn negotiated_headers(
     Ok(headers)
 }
 
-/// The status that accepts a handshake: `101` over HTTP/1.1, a `200` on an HTTP/2 extended
+/// The status that accepts a handshake: `101` over HTTP/1.1, a `200` on an HTTP/2 or 3 extended
 /// CONNECT's stream (RFC 8441 §5).
 pub(crate) fn accept_status(version: Version) -> StatusCode {
-    if version == Version::HTTP_2 {
+    if version >= Version::HTTP_2 {
         StatusCode::OK
     } else {
         StatusCode::SWITCHING_PROTOCOLS
@@ -325,6 +325,13 @@ mod tests {
             accept_status(Version::HTTP_11),
             StatusCode::SWITCHING_PROTOCOLS
         );
+        // HTTP/3 (RFC 9220): HTTP/2's rules.
+        let h3 = |pairs: &[(&str, &str)]| {
+            check_handshake(&Method::CONNECT, Version::HTTP_3, &headers(pairs))
+        };
+        assert_eq!(h3(&[V13]), Ok(()));
+        assert_eq!(h3(&[]), Err(Refusal::UnsupportedVersion));
+        assert_eq!(accept_status(Version::HTTP_3), StatusCode::OK);
     }
 
     #[test]

@@ -12,7 +12,7 @@ use http_body::{Body, Frame, SizeHint};
 
 use crate::http::body_reader::BodyFault;
 
-pub(crate) type RecvSide = RequestStream<h3_quinn::RecvStream, Bytes>;
+pub(crate) type RecvSide = RequestStream<crate::server::h3::protocol_shim::RecvStream, Bytes>;
 
 pub(crate) struct H3Body {
     recv: RecvSide,

@@ -14,12 +14,13 @@ use tokio::task::JoinSet;
 use crate::bridge::{ConnInfo, LocalAddr, Relayed};
 use crate::server::conn_state::ConnCtx;
 use crate::server::cork::IoSignals;
+use crate::server::h3::protocol_shim;
 use crate::server::h3::request::{serve_stream, Resolver};
 use crate::server::idle::sleep_until_or_never;
 use crate::server::{Lifecycle, ServerShared};
 use crate::tls::TlsInfo;
 
-type H3Conn = h3::server::Connection<h3_quinn::Connection, Bytes>;
+type H3Conn = h3::server::Connection<protocol_shim::Connection, Bytes>;
 
 /// How the connection's serving loop ended.
 enum End {
@@ -53,12 +54,18 @@ pub(crate) async fn serve_connection(
         shared.clone(),
         Arc::new(IoSignals::default()),
     ));
+    let websockets = shared.config.ws.enabled;
+    // With WebSockets, request heads go through the shim that lets h3 take RFC 9220's
+    // `:protocol: websocket`; a HEADERS frame longer than the header limit is not looked at.
+    let shim_limit = websockets.then_some(shared.config.max_header_size.saturating_add(64));
     let mut h3 = match h3::server::builder()
         .max_field_section_size(shared.config.max_header_size as u64)
         // No reserved "grease" frame at the end of the first response stream: aioquic (Python's
         // HTTP/3 client) then never reports that stream as ended.
         .send_grease(false)
-        .build::<_, Bytes>(h3_quinn::Connection::new(quic.clone()))
+        // SETTINGS_ENABLE_CONNECT_PROTOCOL: WebSockets over HTTP/3 (RFC 9220).
+        .enable_extended_connect(websockets)
+        .build::<_, Bytes>(protocol_shim::Connection::new(quic.clone(), shim_limit))
         .await
     {
         Ok(h3) => h3,

@@ -10,19 +10,21 @@ use bytes::Bytes;
 use h3::error::Code;
 use h3::server::{RequestResolver, RequestStream};
 use http::header::{CONTENT_LENGTH, DATE};
-use http::{HeaderMap, Request, Response};
+use http::{HeaderMap, Request, Response, StatusCode};
 use http_body_util::BodyExt;
 use tokio::sync::mpsc;
 
+use crate::bridge::ResponseBody;
 use crate::http::body_reader::InBody;
 use crate::http::headers::{h3_request_is_malformed, strip_connection_headers};
 use crate::server::conn_state::ConnCtx;
 use crate::server::early_hints::{informational, H3_QUEUE};
 use crate::server::h3::body::H3Body;
+use crate::server::h3::websocket::serve_websocket;
 use crate::server::service::{handle_h3_request, TrackedBody};
 
-pub(crate) type Resolver = RequestResolver<h3_quinn::Connection, Bytes>;
-type SendSide = RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
+pub(crate) type Resolver = RequestResolver<crate::server::h3::protocol_shim::Connection, Bytes>;
+pub(crate) type SendSide = RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
 
 /// Serves one request stream to its end. Every failure ends at most this stream: a broken
 /// or reset stream is the client's business, not logged.
@@ -47,6 +49,19 @@ pub(crate) async fn serve_stream(resolver: Resolver, conn: Arc<ConnCtx>) {
     };
     if h3_request_is_malformed(head.method(), head.uri(), head.headers()) {
         return reject(&mut send, &mut recv);
+    }
+    if let Some(protocol) = head.extensions().get::<h3::ext::Protocol>().copied() {
+        if !extended_connect_is_whole(head.method(), head.uri()) {
+            return reject(&mut send, &mut recv);
+        }
+        if is_websocket(&conn, head.method(), protocol) {
+            return serve_websocket(head, send, recv, conn).await;
+        }
+        // An extended CONNECT for a protocol other than WebSocket: no ASGI scope carries it
+        // (as on HTTP/2).
+        let response = ResponseBody::error(&conn.shared.config, StatusCode::BAD_REQUEST);
+        let response = TrackedBody::new(response, None, None);
+        return write_response(&mut send, response, conn.shared.config.date_header).await;
     }
     let body = InBody::Other(Box::pin(H3Body::new(recv, length).await));
     let (parts, ()) = head.into_parts();
@@ -77,6 +92,25 @@ pub(crate) async fn serve_stream(resolver: Resolver, conn: Arc<ConnCtx>) {
     write_response(&mut send, response, conn.shared.config.date_header).await;
 }
 
+/// An extended CONNECT asking for a WebSocket (RFC 9220): h3 resolves `:protocol:
+/// websocket` as `webtransport` (the shim in `protocol_shim` rewrote it so that h3 takes
+/// it, and rewrote a genuine `webtransport` away), and only with WebSockets on.
+fn is_websocket(conn: &ConnCtx, method: &http::Method, protocol: h3::ext::Protocol) -> bool {
+    conn.shared.config.ws.enabled
+        && method == http::Method::CONNECT
+        && protocol == h3::ext::Protocol::WEB_TRANSPORT
+}
+
+/// RFC 8441 §4 (RFC 9220 §3): an extended CONNECT is a CONNECT that carries `:scheme` and
+/// `:path` as well as `:protocol` (h3 checks none of that).
+fn extended_connect_is_whole(method: &http::Method, uri: &http::Uri) -> bool {
+    method == http::Method::CONNECT
+        && uri.scheme().is_some()
+        && uri
+            .path_and_query()
+            .is_some_and(|pq| !pq.as_str().is_empty())
+}
+
 /// RFC 9114 §4.1.2: a malformed request is a stream error of type H3_MESSAGE_ERROR.
 fn reject(send: &mut SendSide, recv: &mut crate::server::h3::body::RecvSide) {
     send.stop_stream(Code::H3_MESSAGE_ERROR);
@@ -105,7 +139,11 @@ fn content_length(headers: &HeaderMap) -> Result<Option<u64>, ()> {
 /// body that fails (the app failed mid-response, or the request body broke) resets the
 /// stream; a client that stopped the stream drops the body, which the app hears as a
 /// disconnect.
-async fn write_response(send: &mut SendSide, response: Response<TrackedBody>, date: bool) {
+pub(super) async fn write_response(
+    send: &mut SendSide,
+    response: Response<TrackedBody>,
+    date: bool,
+) {
     let (mut parts, body) = response.into_parts();
     strip_connection_headers(&mut parts.headers);
     if date && !parts.headers.contains_key(DATE) {
