@@ -2,15 +2,20 @@
 //! frame headers going both ways and, once the client has spent its budget of frames that
 //! make no progress, stops feeding h2, writes GOAWAY(ENHANCE_YOUR_CALM) itself (at a frame
 //! boundary of what h2 wrote, so the stream stays well-formed) and ends the connection.
+//! The same frame walk serves HTTP/2's early hints (`server::h2_hints`): it learns the
+//! client's SETTINGS and each new stream's id, and puts the 103 frames in between h2's.
 
 use std::io::{self, IoSlice};
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
+use bytes::{Buf, BytesMut};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::http::h2_flood::{goaway_enhance_your_calm, FloodBudget, FrameScanner};
+use crate::http::h2_flood::{goaway_enhance_your_calm, FloodBudget, FrameScanner, OnFrame, Stop};
+use crate::server::h2_hints::{H2Hints, HintSide};
 
 enum Phase {
     Serving,
@@ -32,10 +37,17 @@ pub(crate) struct H2Guard<S> {
     phase: Phase,
     /// Called once when the budget runs out, with the frames charged.
     on_flood: Option<Box<dyn FnOnce(u64) + Send>>,
+    hints: HintSide,
+    /// Bytes read from the socket but held back from h2 (see `server::h2_hints`).
+    carry: BytesMut,
 }
 
 impl<S> H2Guard<S> {
-    pub(crate) fn new(inner: S, on_flood: impl FnOnce(u64) + Send + 'static) -> Self {
+    pub(crate) fn new(
+        inner: S,
+        on_flood: impl FnOnce(u64) + Send + 'static,
+        hints: Arc<H2Hints>,
+    ) -> Self {
         H2Guard {
             inner,
             incoming: FrameScanner::client(),
@@ -44,10 +56,13 @@ impl<S> H2Guard<S> {
             last_refill: Instant::now(),
             phase: Phase::Serving,
             on_flood: Some(Box::new(on_flood)),
+            hints: HintSide::new(hints),
+            carry: BytesMut::new(),
         }
     }
 
     fn trip(&mut self) {
+        self.hints.close();
         if let Some(on_flood) = self.on_flood.take() {
             on_flood(self.budget.charged);
         }
@@ -94,26 +109,108 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for H2Guard<S> {
             return this.poll_goaway(cx).map(|()| Ok(()));
         }
         let start = buf.filled().len();
-        let result = Pin::new(&mut this.inner).poll_read(cx, buf);
-        if !matches!(result, Poll::Ready(Ok(()))) || buf.filled().len() == start {
-            return result;
+        if this.hints.must_yield() {
+            // A new stream's header block ended the last read: h2 leaves its read loop now,
+            // so hyper accepts that stream before h2 sees another (server::h2_hints).
+            if this.carry.is_empty() {
+                match Pin::new(&mut this.inner).poll_read(cx, buf) {
+                    Poll::Ready(Ok(())) if buf.filled().len() > start => {
+                        this.carry.extend_from_slice(&buf.filled()[start..]);
+                        buf.set_filled(start);
+                    }
+                    // Nothing more yet (the socket wakes the task), the end, or an error.
+                    other => return other,
+                }
+            }
+            cx.waker().wake_by_ref();
+            return Poll::Pending;
+        }
+        let from_carry = !this.carry.is_empty();
+        if from_carry {
+            let n = this.carry.len().min(buf.remaining());
+            buf.put_slice(&this.carry[..n]);
+        } else {
+            let result = Pin::new(&mut this.inner).poll_read(cx, buf);
+            if !matches!(result, Poll::Ready(Ok(()))) || buf.filled().len() == start {
+                return result;
+            }
         }
         let now = Instant::now();
         this.budget.refill(now - this.last_refill);
         this.last_refill = now;
         let budget = &mut this.budget;
-        let stop = this
-            .incoming
-            .feed(&buf.filled()[start..], |head| budget.incoming(head));
-        if let Some(offset) = stop {
-            // h2 never sees the frame that broke the budget, nor what came after it.
-            buf.set_filled(start + offset);
-            this.trip();
-            if buf.filled().len() == start {
-                return this.poll_goaway(cx).map(|()| Ok(()));
+        let hints = std::cell::RefCell::new(&mut this.hints);
+        let got = buf.filled().len() - start;
+        let stop = this.incoming.feed_frames(
+            &buf.filled()[start..],
+            |head| {
+                if !budget.incoming(head) {
+                    return OnFrame::StopBefore;
+                }
+                hints.borrow_mut().incoming(head)
+            },
+            |payload| hints.borrow_mut().settings(payload),
+        );
+        match stop {
+            None => {
+                if from_carry {
+                    this.carry.advance(got);
+                }
+            }
+            Some(Stop::After(used)) => {
+                // The end of a new stream's header block: the rest waits (see above).
+                if from_carry {
+                    this.carry.advance(used);
+                } else {
+                    this.carry.extend_from_slice(&buf.filled()[start + used..]);
+                }
+                buf.set_filled(start + used);
+                this.hints.delivered();
+            }
+            Some(Stop::Before(offset)) => {
+                // h2 never sees the frame that broke the budget, nor what came after it.
+                this.carry = BytesMut::new();
+                buf.set_filled(start + offset);
+                this.trip();
+                if buf.filled().len() == start {
+                    return this.poll_goaway(cx).map(|()| Ok(()));
+                }
             }
         }
+        if from_carry && this.carry.is_empty() {
+            // Its allocation goes with its last byte.
+            this.carry = BytesMut::new();
+        }
         Poll::Ready(Ok(()))
+    }
+}
+
+impl<S: AsyncWrite + Unpin> H2Guard<S> {
+    /// With a hint frame waiting: puts it in if h2's bytes are at a boundary where one may
+    /// go; then how many of h2's next bytes may go before it (None: any number).
+    fn poll_hints(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Option<usize>>> {
+        if !self.hints.wants_to_insert() {
+            return Poll::Ready(Ok(None));
+        }
+        if self.outgoing.at_boundary() && self.hints.may_insert_at_boundary() {
+            std::task::ready!(self.hints.poll_insert(Pin::new(&mut self.inner), cx))?;
+            if !self.hints.wants_to_insert() {
+                return Poll::Ready(Ok(None));
+            }
+        }
+        Poll::Ready(Ok(Some(
+            self.hints.write_limit(self.outgoing.left_in_frame()),
+        )))
+    }
+
+    fn feed_outgoing(&mut self, data: &[u8]) {
+        let budget = &mut self.budget;
+        let hints = &mut self.hints;
+        self.outgoing.feed(data, |head| {
+            budget.outgoing(head);
+            hints.outgoing(head);
+            true
+        });
     }
 }
 
@@ -128,13 +225,13 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for H2Guard<S> {
             // What h2 still writes after the GOAWAY is dropped: the connection is over.
             return Poll::Ready(Ok(data.len()));
         }
+        let data = match std::task::ready!(this.poll_hints(cx))? {
+            Some(limit) => &data[..limit.min(data.len())],
+            None => data,
+        };
         let result = Pin::new(&mut this.inner).poll_write(cx, data);
         if let Poll::Ready(Ok(n)) = result {
-            let budget = &mut this.budget;
-            this.outgoing.feed(&data[..n], |head| {
-                budget.outgoing(head);
-                true
-            });
+            this.feed_outgoing(&data[..n]);
         }
         result
     }
@@ -148,18 +245,26 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for H2Guard<S> {
         if !matches!(this.phase, Phase::Serving) {
             return Poll::Ready(Ok(bufs.iter().map(|b| b.len()).sum()));
         }
+        if let Some(limit) = std::task::ready!(this.poll_hints(cx))? {
+            // A hint waits for the end of h2's current frame: that much of the first slice.
+            let Some(first) = bufs.iter().find(|b| !b.is_empty()) else {
+                return Poll::Ready(Ok(0));
+            };
+            let data = &first[..limit.min(first.len())];
+            let result = Pin::new(&mut this.inner).poll_write(cx, data);
+            if let Poll::Ready(Ok(n)) = result {
+                this.feed_outgoing(&data[..n]);
+            }
+            return result;
+        }
         let result = Pin::new(&mut this.inner).poll_write_vectored(cx, bufs);
         if let Poll::Ready(Ok(mut n)) = result {
-            let budget = &mut this.budget;
             for slice in bufs {
                 if n == 0 {
                     break;
                 }
                 let take = n.min(slice.len());
-                this.outgoing.feed(&slice[..take], |head| {
-                    budget.outgoing(head);
-                    true
-                });
+                this.feed_outgoing(&slice[..take]);
                 n -= take;
             }
         }
@@ -175,6 +280,10 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for H2Guard<S> {
         if !matches!(this.phase, Phase::Serving) {
             return Poll::Ready(Ok(()));
         }
+        // h2 flushes on every pass of the connection's task, with whole frames written: the
+        // place where a queued hint goes out, and the task a new one wakes.
+        this.hints.register(cx.waker());
+        std::task::ready!(this.poll_hints(cx))?;
         Pin::new(&mut this.inner).poll_flush(cx)
     }
 
@@ -184,5 +293,12 @@ impl<S: AsyncWrite + Unpin> AsyncWrite for H2Guard<S> {
             return Poll::Pending;
         }
         Pin::new(&mut this.inner).poll_shutdown(cx)
+    }
+}
+
+/// The connection is over: its queued hints go nowhere, their requests wait no longer.
+impl<S> Drop for H2Guard<S> {
+    fn drop(&mut self) {
+        self.hints.close();
     }
 }
