@@ -225,6 +225,23 @@ def test_http2_the_103_arrives_while_the_app_still_waits(server):
     assert stream.status == 200 and bytes(stream.data) == b"read body"
 
 
+def test_http2_hints_to_a_stream_the_client_reset_leave_the_connection_whole(server):
+    """The client resets a stream whose app then hints (after reading the body it never
+    gets) while another stream's app hints and waits: the connection and its other streams
+    go on."""
+    with H2Client(server.port) as client:
+        gone = client.request("POST", "/read-then-hint?n=5&tag=gone", end_stream=False)
+        waiting = client.request("POST", "/hint-then-read", end_stream=False)
+        client.reset(gone)
+        while not client.streams[waiting].informational:
+            assert client.receive_once()
+        client.send_body(waiting, b"body")
+        client.wait(waiting)
+        assert bytes(client.streams[waiting].data) == b"read body"
+        assert_hinted(client.get("/hint?n=2&tag=next"), "next", 2)
+        assert client.terminated is None
+
+
 def open_streams(client, targets):
     """Open one stream per (method, path) with a single write: h2 reads their HEADERS at
     once. The streams stay open for a body."""
