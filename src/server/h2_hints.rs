@@ -220,6 +220,8 @@ pub(crate) struct HintSide {
     reset: ResetWindow,
     /// The frame being inserted, and how much of it is written.
     inserting: Option<(Queued, usize)>,
+    /// The waker last registered in `shared.conn`.
+    registered: Option<Waker>,
 }
 
 impl HintSide {
@@ -238,6 +240,7 @@ impl HintSide {
             in_block: false,
             reset: ResetWindow::default(),
             inserting: None,
+            registered: None,
         }
     }
 
@@ -324,10 +327,15 @@ impl HintSide {
 
     // ------------------------------------------------------------ write side
 
-    /// The connection's task, for `H2Hints::push` to wake.
+    /// The connection's task, for `H2Hints::push` to wake: registered when it changes (h2
+    /// flushes several times per request, always from the same task).
     #[inline]
-    pub(crate) fn register(&self, waker: &Waker) {
+    pub(crate) fn register(&mut self, waker: &Waker) {
+        if self.registered.as_ref().is_some_and(|w| w.will_wake(waker)) {
+            return;
+        }
         self.shared.conn.register(waker);
+        self.registered = Some(waker.clone());
     }
 
     /// Whether a frame waits to be inserted (one relaxed load when none does).
