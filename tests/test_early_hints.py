@@ -1,18 +1,19 @@
 """103 Early Hints (the ASGI ``http.response.early_hint`` extension): sent on HTTP/1.1 and
-HTTP/3 as a ``103 Early Hints`` head with one ``Link`` field per entry, before the final
-response and while the app still works; advertised exactly there; dropped for HTTP/1.0
-clients and on HTTP/2 (hyper has no server API for a 1xx); pipelined HTTP/1.1 responses keep
-their order; a malformed or late hint raises naming the key; the access log shows the final
-status."""
+HTTP/2 (h2c and TLS) and HTTP/3 as a ``103 Early Hints`` head with one ``Link`` field per
+entry, before the final response and while the app still works; advertised exactly there;
+dropped for HTTP/1.0 clients and for an HTTP/2 client that shrank its HPACK table;
+pipelined HTTP/1.1 responses keep their order, concurrent HTTP/2 streams each get their own;
+a malformed or late hint raises naming the key; the access log shows the final status."""
 
 import asyncio
 import json
 import subprocess
 import uuid
 
+import h2.settings
 import pytest
 
-from tests.support.h2client import H2Client
+from tests.support.h2client import H2Client, Stream, tls_context
 from tests.support.helpers import RawConnection, request_bytes, start_server
 from tests.support.tls_certs import certs
 
@@ -165,15 +166,150 @@ def test_the_access_log_shows_the_final_status(server):
 # ---------------------------------------------------------------- HTTP/2
 
 
-def test_http2_neither_advertises_nor_sends(server):
-    """hyper 1.x cannot send a 1xx on a server stream: not advertised; a hint sent all the
-    same is dropped and the response is whole."""
+def h2_links(head):
+    return [v for k, v in head if k == "link"]
+
+
+def assert_hinted(stream, tag, n):
+    """n 103s, each with its two links and nothing else, all before the final response."""
+    assert stream.events[: n + 1] == ["informational"] * n + ["response"], stream.events
+    for i, head in enumerate(stream.informational):
+        assert head[0] == (":status", "103")
+        assert [k for k, _ in head] == [":status", "link", "link"]
+        assert h2_links(head) == expected_links(tag, i)
+    assert stream.status == 200
+    assert stream.header("link") is None, "the final response carries only its own fields"
+
+
+@pytest.fixture(scope="module")
+def h2_tls():
+    c = certs()
+    server = start_server(APP, "--ssl-certfile", c.server_pem, "--ssl-keyfile", c.server_key)
+    yield server, c
+    server.close()
+
+
+def test_http2_each_hint_is_a_103_with_a_link_field_per_entry(server):
     with H2Client(server.port) as client:
         ext = client.get("/extensions")
-        assert "http.response.early_hint" not in json.loads(bytes(ext.data))
-        hinted = client.get("/hint?n=2&tag=h2")
-        assert hinted.status == 200
-        assert bytes(hinted.data) == b"h2"
+        assert "http.response.early_hint" in json.loads(bytes(ext.data))
+        hinted = client.get("/hint?n=3&tag=b")
+        assert_hinted(hinted, "b", 3)
+        assert bytes(hinted.data) == b"b"
+        # And a request without hints on the same connection: nothing extra.
+        plain = client.get("/hint?n=0&tag=p")
+        assert plain.informational == [] and bytes(plain.data) == b"p"
+
+
+def test_http2_over_tls_each_hint_is_a_103(h2_tls):
+    server, c = h2_tls
+    with H2Client(server.port, tls_context=tls_context(c.ca_pem)) as client:
+        ext = client.get("/extensions")
+        assert "http.response.early_hint" in json.loads(bytes(ext.data))
+        hinted = client.get("/hint?n=2&tag=t&size=100000")
+        assert_hinted(hinted, "t", 2)
+        assert bytes(hinted.data) == b"t" * 100000
+
+
+def test_http2_the_103_arrives_while_the_app_still_waits(server):
+    with H2Client(server.port) as client:
+        sid = client.request("POST", "/hint-then-read", end_stream=False)
+        stream = client.streams[sid]
+        while not stream.informational:
+            assert stream.headers is None, "the response came without its hint first"
+            assert client.receive_once()
+        assert stream.headers is None
+        assert h2_links(stream.informational[0]) == expected_links("w", 0)
+        client.send_body(sid, b"body")
+        client.wait(sid)
+    assert stream.status == 200 and bytes(stream.data) == b"read body"
+
+
+def test_http2_hints_to_a_stream_the_client_reset_leave_the_connection_whole(server):
+    """The client resets a stream whose app then hints (after reading the body it never
+    gets) while another stream's app hints and waits: the connection and its other streams
+    go on."""
+    with H2Client(server.port) as client:
+        gone = client.request("POST", "/read-then-hint?n=5&tag=gone", end_stream=False)
+        waiting = client.request("POST", "/hint-then-read", end_stream=False)
+        client.reset(gone)
+        while not client.streams[waiting].informational:
+            assert client.receive_once()
+        client.send_body(waiting, b"body")
+        client.wait(waiting)
+        assert bytes(client.streams[waiting].data) == b"read body"
+        assert_hinted(client.get("/hint?n=2&tag=next"), "next", 2)
+        assert client.terminated is None
+
+
+def open_streams(client, targets):
+    """Open one stream per (method, path) with a single write: h2 reads their HEADERS at
+    once. The streams stay open for a body."""
+    sids = []
+    for method, path in targets:
+        sid = client.conn.get_next_available_stream_id()
+        client.streams[sid] = Stream(sid)
+        head = [
+            (":method", method),
+            (":path", path),
+            (":scheme", client.scheme),
+            (":authority", client.authority),
+        ]
+        client.conn.send_headers(sid, head, end_stream=False)
+        sids.append(sid)
+    client.flush()
+    return sids
+
+
+@pytest.mark.parametrize("transport", ["h2c", "tls"])
+def test_http2_concurrent_streams_each_get_their_own_hints(server, h2_tls, transport):
+    """Streams that hint and streams that stream their bodies share one connection; the
+    hints are written between the other streams' DATA frames, each on its own stream."""
+    if transport == "tls":
+        port, kwargs = h2_tls[0].port, {"tls_context": tls_context(h2_tls[1].ca_pem)}
+    else:
+        port, kwargs = server.port, {}
+    chunks, size = 8, 16384
+    with H2Client(port, **kwargs) as client:
+        targets = []
+        for i in range(16):
+            if i % 4 == 0:
+                targets.append(("POST", f"/stream?chunks={chunks}&size={size}"))
+            else:
+                targets.append(("POST", f"/read-then-hint?n=3&tag=c{i}x"))
+        sids = open_streams(client, targets)
+        streaming = [sid for sid, t in zip(sids, targets) if t[1].startswith("/stream")]
+        hinting = {sid: t[1].split("tag=")[1] for sid, t in zip(sids, targets) if "tag" in t[1]}
+        # The streaming streams are mid-body...
+        while not all(client.streams[s].data for s in streaming):
+            assert client.receive_once()
+        # ...when every stream gets its request body, in one write: the hinting apps hint
+        # while the streaming ones send their second half.
+        for sid in sids:
+            client.conn.send_data(sid, b"x", end_stream=True)
+        client.flush()
+        client.wait(*sids)
+        for sid in streaming:
+            stream = client.streams[sid]
+            assert stream.informational == [] and stream.status == 200
+            assert len(stream.data) == 2 * chunks * size
+        for sid, tag in hinting.items():
+            stream = client.streams[sid]
+            assert_hinted(stream, tag, 3)
+            assert bytes(stream.data) == tag.encode()
+        # The connection still works after all that.
+        assert bytes(client.get("/hint?n=1&tag=after").data) == b"after"
+
+
+def test_http2_a_client_that_shrank_its_hpack_table_gets_no_103(server):
+    """A header block after SETTINGS_HEADER_TABLE_SIZE < 4096 would need a table size update
+    first (RFC 7541 §4.2): hints are dropped, the responses whole, HPACK intact."""
+    settings = {h2.settings.SettingCodes.HEADER_TABLE_SIZE: 0}
+    with H2Client(server.port, settings=settings) as client:
+        for tag in ("z", "y", "x"):
+            stream = client.get(f"/hint?n=2&tag={tag}", headers=[("x-same", "v" * 50)])
+            assert stream.informational == []
+            assert stream.status == 200 and bytes(stream.data) == tag.encode()
 
 
 # ---------------------------------------------------------------- HTTP/3

@@ -66,7 +66,7 @@ pub(crate) struct PendingRequest {
     /// Response trailers can reach the client (`http::headers::trailers_reach_client`):
     /// decided off the loop thread, read by the scope and the response.
     pub(crate) trailers: bool,
-    /// `http.response.early_hint` can reach the client (HTTP/1.1 and HTTP/3: see
+    /// `http.response.early_hint` can reach the client (HTTP/1.1, HTTP/2 and HTTP/3: see
     /// `server::early_hints`).
     pub(crate) early_hints: bool,
 }

@@ -58,8 +58,32 @@ enum Scan {
     Preface(usize),
     /// `have` bytes of the next frame header so far.
     Head { buf: [u8; 9], have: usize },
-    /// Payload bytes of the current frame still to skip.
-    Payload(u32),
+    /// Payload bytes of the current frame still to pass; whether they go to `on_payload`;
+    /// whether the scan stops at the frame's end.
+    Payload {
+        left: u32,
+        capture: bool,
+        stop: bool,
+    },
+}
+
+/// What to do with a frame whose header was just read (`FrameScanner::feed_frames`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum OnFrame {
+    Pass,
+    /// Hand its payload to `on_payload`, in pieces as it passes.
+    Capture,
+    /// Stop right after the frame, its payload included.
+    StopAfter,
+    /// Stop where the frame begins.
+    StopBefore,
+}
+
+/// Where `feed_frames` stopped, as an offset into the data it was given.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Stop {
+    Before(usize),
+    After(usize),
 }
 
 /// Finds the frame headers in one direction of an HTTP/2 connection, bytes as they pass.
@@ -88,17 +112,55 @@ impl FrameScanner {
 
     /// Between two frames (a frame can be inserted here without breaking the stream).
     pub(crate) fn at_boundary(&self) -> bool {
-        matches!(self.scan, Scan::Head { have: 0, .. } | Scan::Payload(0))
+        matches!(
+            self.scan,
+            Scan::Head { have: 0, .. } | Scan::Payload { left: 0, .. }
+        )
     }
 
-    /// Scans `data`; `on_frame(head, offset)` for each frame header completed, `offset`
-    /// being where in `data` the frame began (0 if it began in an earlier call). Stops
-    /// early, returning that offset, when `on_frame` returns false.
+    /// Bytes to the end of what is known of the current frame: its header's rest while the
+    /// header is incomplete, else its payload's rest; 0 at a boundary.
+    pub(crate) fn left_in_frame(&self) -> usize {
+        match self.scan {
+            Scan::Preface(left) => left,
+            Scan::Head { have: 0, .. } => 0,
+            Scan::Head { have, .. } => 9 - have,
+            Scan::Payload { left, .. } => left as usize,
+        }
+    }
+
+    /// Scans `data`; `on_frame(head)` for each frame header completed. Stops early, returning
+    /// the offset where the frame began, when `on_frame` returns false.
     pub(crate) fn feed(
         &mut self,
         data: &[u8],
         mut on_frame: impl FnMut(FrameHead) -> bool,
     ) -> Option<usize> {
+        let stop = self.feed_frames(
+            data,
+            |head| {
+                if on_frame(head) {
+                    OnFrame::Pass
+                } else {
+                    OnFrame::StopBefore
+                }
+            },
+            |_| {},
+        );
+        match stop {
+            Some(Stop::Before(at) | Stop::After(at)) => Some(at),
+            None => None,
+        }
+    }
+
+    /// Scans `data`: `on_frame(head)` for each frame header completed says what to do with
+    /// the frame (see `OnFrame`); `on_payload` gets the payload of the frames it captures.
+    pub(crate) fn feed_frames(
+        &mut self,
+        data: &[u8],
+        mut on_frame: impl FnMut(FrameHead) -> OnFrame,
+        mut on_payload: impl FnMut(&[u8]),
+    ) -> Option<Stop> {
         let mut i = 0;
         while i < data.len() {
             match &mut self.scan {
@@ -110,14 +172,25 @@ impl FrameScanner {
                         self.scan = FrameScanner::server().scan;
                     }
                 }
-                Scan::Payload(left) => {
+                Scan::Payload {
+                    left,
+                    capture,
+                    stop,
+                } => {
                     if *left == 0 {
                         self.scan = FrameScanner::server().scan;
                         continue;
                     }
                     let take = (*left as usize).min(data.len() - i);
+                    if *capture {
+                        on_payload(&data[i..i + take]);
+                    }
                     *left -= take as u32;
                     i += take;
+                    if *left == 0 && *stop {
+                        self.scan = FrameScanner::server().scan;
+                        return Some(Stop::After(i));
+                    }
                 }
                 Scan::Head { buf, have } => {
                     let began = i.saturating_sub(*have);
@@ -127,9 +200,19 @@ impl FrameScanner {
                     i += take;
                     if *have == 9 {
                         let head = FrameHead::parse(buf);
-                        self.scan = Scan::Payload(head.len);
-                        if !on_frame(head) {
-                            return Some(began);
+                        let action = on_frame(head);
+                        self.scan = Scan::Payload {
+                            left: head.len,
+                            capture: action == OnFrame::Capture,
+                            stop: action == OnFrame::StopAfter,
+                        };
+                        match action {
+                            OnFrame::StopBefore => return Some(Stop::Before(began)),
+                            OnFrame::StopAfter if head.len == 0 => {
+                                self.scan = FrameScanner::server().scan;
+                                return Some(Stop::After(i));
+                            }
+                            _ => {}
                         }
                     }
                 }
@@ -286,6 +369,64 @@ mod tests {
             seen < 2
         });
         assert_eq!(stop, Some(17));
+    }
+
+    #[test]
+    fn a_scan_stops_after_a_frame_and_hands_over_captured_payloads() {
+        let mut data = frame(0x4, 0, 0, b"abcdef");
+        data.extend(frame(0x1, 0x4, 1, b"hpack"));
+        data.extend(frame(0x1, 0x4, 3, b""));
+        data.extend(frame(0x0, 0x1, 1, b"body"));
+        for step in [1, 4, 9, 100] {
+            let mut scanner = FrameScanner::client();
+            scanner.scan = FrameScanner::server().scan;
+            let mut captured = Vec::new();
+            let mut stops = Vec::new();
+            let mut at = 0;
+            for piece in data.chunks(step) {
+                let mut rest = piece;
+                loop {
+                    let stop = scanner.feed_frames(
+                        rest,
+                        |h| match h.kind {
+                            0x4 => OnFrame::Capture,
+                            0x1 => OnFrame::StopAfter,
+                            _ => OnFrame::Pass,
+                        },
+                        |p| captured.extend_from_slice(p),
+                    );
+                    match stop {
+                        Some(Stop::After(k)) => {
+                            stops.push(at + k);
+                            at += k;
+                            rest = &rest[k..];
+                        }
+                        Some(Stop::Before(_)) => unreachable!(),
+                        None => {
+                            at += rest.len();
+                            break;
+                        }
+                    }
+                }
+            }
+            assert_eq!(captured, b"abcdef", "step {step}");
+            assert_eq!(stops, vec![15 + 14, 15 + 14 + 9], "step {step}");
+            assert!(scanner.at_boundary());
+        }
+    }
+
+    #[test]
+    fn left_in_frame_counts_header_then_payload() {
+        let mut scanner = FrameScanner::server();
+        assert_eq!(scanner.left_in_frame(), 0);
+        let data = frame(0x0, 0, 1, b"abcde");
+        heads(&mut scanner, &data[..4]);
+        assert_eq!(scanner.left_in_frame(), 5);
+        heads(&mut scanner, &data[4..11]);
+        assert_eq!(scanner.left_in_frame(), 3);
+        heads(&mut scanner, &data[11..]);
+        assert_eq!(scanner.left_in_frame(), 0);
+        assert!(scanner.at_boundary());
     }
 
     #[test]

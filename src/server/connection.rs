@@ -20,6 +20,7 @@ use crate::server::cork::IoSignals;
 use crate::server::detect::{sniff, ReplayRewrite};
 use crate::server::h2_batch::Batched;
 use crate::server::h2_guard::H2Guard;
+use crate::server::h2_hints::{H2Hints, H2StreamHints};
 use crate::server::idle::{
     earliest, first_bytes_timeout, sleep_until_or_never, IdleCheck, IdleRules,
 };
@@ -189,8 +190,17 @@ pub(crate) async fn serve_connection<S>(
         // HTTP/2's service can fail: a malformed request's stream is reset (see
         // handle_h2_request). HTTP/1's cannot.
         let conn_ctx = ctx.clone();
-        let service = service_fn(move |req| Box::pin(handle_h2_request(req, conn_ctx.clone())));
-        let io = H2Guard::new(Batched::new(io), flood_warning(&ctx));
+        let hints = Arc::new(H2Hints::default());
+        let service_hints = hints.clone();
+        let service = service_fn(move |req| {
+            // Called as hyper accepts the stream: the one the guard just delivered
+            // (server::h2_hints).
+            let stream_hints = service_hints
+                .take_stream()
+                .map(|stream| H2StreamHints::new(service_hints.clone(), stream));
+            Box::pin(handle_h2_request(req, conn_ctx.clone(), stream_hints))
+        });
+        let io = H2Guard::new(Batched::new(io), flood_warning(&ctx), hints);
         let connection = http2_builder(&shared).serve_connection(TokioIo::new(io), service);
         let rules = IdleRules::http2(&shared.config);
         let connection = Box::pin(connection);

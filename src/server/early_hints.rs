@@ -8,8 +8,12 @@
 //! before its head. Pipelined requests keep their order: hyper serves one request of a
 //! connection at a time, and a request's hints go out while its response is awaited.
 //!
-//! HTTP/3 sends a 103 HEADERS frame on the request stream (`h3::request`). HTTP/2 is not
-//! served (hyper does not expose h2's `send_informational`); HTTP/1.0 has no 1xx.
+//! HTTP/2: hyper does not expose h2's `send_informational`, so the service future hands a
+//! ready HEADERS frame to the connection's I/O wrapper, which writes it between h2's frames
+//! on the request's stream and learns that stream's id from the frames it reads
+//! (`server::h2_hints`); the final response is held back the same way until the frame is
+//! taken. HTTP/3 sends a 103 HEADERS frame on the request stream (`h3::request`). HTTP/1.0
+//! has no 1xx: hints are dropped there.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
@@ -20,6 +24,7 @@ use http::{HeaderMap, HeaderValue, Response, StatusCode};
 use tokio::sync::mpsc;
 
 use crate::bridge::EarlyHint;
+use crate::server::h2_hints::H2StreamHints;
 
 /// At most this many bytes of HTTP/1.1 hints wait for the client at once; hints beyond it
 /// are dropped (they are optional, RFC 8297 §2): a client that does not read cannot make
@@ -31,19 +36,22 @@ pub(crate) const H3_QUEUE: usize = 8;
 
 /// Where a request's hints go.
 pub(crate) enum HintsOut<'a> {
-    /// HTTP/1.0, HTTP/2: nowhere.
+    /// HTTP/1.0 (and an HTTP/2 stream whose id is unknown, see `server::h2_hints`): nowhere.
     Dropped,
     /// HTTP/1.1: the connection's write side.
     Http1(&'a Http1Hints),
+    /// HTTP/2: the connection's write side, on the request's stream.
+    Http2(H2StreamHints),
     /// HTTP/3: the request stream's writer.
     Http3(mpsc::Sender<EarlyHint>),
 }
 
 impl HintsOut<'_> {
-    pub(crate) fn deliver(&self, hint: EarlyHint) {
+    pub(crate) fn deliver(&mut self, hint: EarlyHint) {
         match self {
             HintsOut::Dropped => {}
             HintsOut::Http1(hints) => hints.push(&hint),
+            HintsOut::Http2(hints) => hints.push(&hint),
             // Full: dropped (see `H3_QUEUE`); closed: the stream is gone.
             HintsOut::Http3(tx) => {
                 let _ = tx.try_send(hint);

@@ -11,6 +11,7 @@ mod detect;
 mod early_hints;
 mod h2_batch;
 mod h2_guard;
+mod h2_hints;
 mod h3;
 mod handshake;
 mod http10;

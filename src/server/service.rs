@@ -31,6 +31,7 @@ use crate::server::admission::Unavailable;
 use crate::server::body_pump::pump_request_body;
 use crate::server::conn_state::{ConnBusy, ConnCtx, InFlight};
 use crate::server::early_hints::HintsOut;
+use crate::server::h2_hints::H2StreamHints;
 use crate::server::static_route;
 use crate::server::websocket::{handle_upgrade, handshake};
 use crate::server::{Admit, ServerShared};
@@ -105,21 +106,20 @@ impl Body for TrackedBody {
 
 /// HTTP/2's service: a malformed request (what the h2 crate lets through, see
 /// `h2_request_is_malformed`) fails, and hyper resets its stream with the error's reason.
+/// `hints`: where the request's early hints go (None: its stream id is unknown, see
+/// `server::h2_hints`).
 pub(crate) async fn handle_h2_request(
     req: Request<Incoming>,
     conn: Arc<ConnCtx>,
+    hints: Option<H2StreamHints>,
 ) -> Result<Response<TrackedBody>, h2::Error> {
     if h2_request_is_malformed(req.method(), req.uri(), req.headers()) {
         return Err(h2::Error::from(h2::Reason::PROTOCOL_ERROR));
     }
-    match handle_request(req, conn, None).await {
-        Ok(mut response) => {
-            // HTTP/2 keeps no order across names (HPACK's is the map's): the marker goes.
-            strip_marker(response.headers_mut());
-            Ok(response)
-        }
-        Err(never) => match never {},
-    }
+    let mut response = answer(req, conn, hints).await;
+    // HTTP/2 keeps no order across names (HPACK's is the map's): the marker goes.
+    strip_marker(response.headers_mut());
+    Ok(response)
 }
 
 /// `owed`: HTTP/1's mark that the connection owes this request an answer (see
@@ -129,12 +129,16 @@ pub(crate) async fn handle_request(
     conn: Arc<ConnCtx>,
     owed: Option<ConnBusy>,
 ) -> Result<Response<TrackedBody>, Infallible> {
-    let mut response = answer(req, conn).await;
+    let mut response = answer(req, conn, None).await;
     response.body_mut()._owed = owed;
     Ok(response)
 }
 
-async fn answer(req: Request<Incoming>, conn: Arc<ConnCtx>) -> Response<TrackedBody> {
+async fn answer(
+    req: Request<Incoming>,
+    conn: Arc<ConnCtx>,
+    h2_hints: Option<H2StreamHints>,
+) -> Response<TrackedBody> {
     let arrived = Instant::now();
     // Before anything can answer it (a 503 included): its status line, if HTTP/1.0.
     conn.http10
@@ -144,7 +148,7 @@ async fn answer(req: Request<Incoming>, conn: Arc<ConnCtx>) -> Response<TrackedB
         Err(refused) => return refused,
     };
     let version = req.version();
-    let (mut response, body_failed) = respond(req, &conn, arrived).await;
+    let (mut response, body_failed) = respond(req, &conn, arrived, h2_hints).await;
     if version != Version::HTTP_2 && is_marked(response.headers()) {
         // The app's header order across names: the write side puts it back (server::reorder).
         conn.reordered.expect();
@@ -384,7 +388,12 @@ fn writes_by_sendfile(conn: &ConnCtx, response: &Response<ResponseBody>) -> bool
 
 type Responded = (Response<ResponseBody>, Option<oneshot::Receiver<BodyError>>);
 
-async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>, arrived: Instant) -> Responded {
+async fn respond(
+    req: Request<Incoming>,
+    conn: &Arc<ConnCtx>,
+    arrived: Instant,
+    h2_hints: Option<H2StreamHints>,
+) -> Responded {
     let shared = &conn.shared;
     let config = &shared.config;
     if req.version() != Version::HTTP_2 {
@@ -427,9 +436,10 @@ async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>, arrived: Instant) 
         };
     }
     let (head, body) = req.into_parts();
-    let hints = match head.version {
-        Version::HTTP_11 => HintsOut::Http1(&conn.early_hints),
-        // HTTP/1.0 has no 1xx; HTTP/2: see server::early_hints.
+    let hints = match (head.version, h2_hints) {
+        (Version::HTTP_11, _) => HintsOut::Http1(&conn.early_hints),
+        (Version::HTTP_2, Some(h2)) => HintsOut::Http2(h2),
+        // HTTP/1.0 has no 1xx (see server::early_hints).
         _ => HintsOut::Dropped,
     };
     respond_http(head, InBody::Hyper(body), conn, arrived, hints).await
@@ -442,7 +452,7 @@ async fn respond_http(
     body: InBody,
     conn: &Arc<ConnCtx>,
     arrived: Instant,
-    hints: HintsOut<'_>,
+    mut hints: HintsOut<'_>,
 ) -> Responded {
     let shared = &conn.shared;
     let config = &shared.config;
@@ -556,9 +566,13 @@ async fn respond_http(
             },
         }
     };
-    if let HintsOut::Http1(early_hints) = &hints {
-        // Whichever answer it is, its head goes after the hints (server::early_hints).
-        std::future::poll_fn(|cx| early_hints.poll_written(cx)).await;
+    // Whichever answer it is, its head goes after the hints (server::early_hints).
+    match &hints {
+        HintsOut::Http1(early_hints) => {
+            std::future::poll_fn(|cx| early_hints.poll_written(cx)).await;
+        }
+        HintsOut::Http2(stream) => std::future::poll_fn(|cx| stream.poll_taken(cx)).await,
+        HintsOut::Dropped | HintsOut::Http3(_) => {}
     }
     responded
 }

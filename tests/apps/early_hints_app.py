@@ -2,8 +2,11 @@
 
 Routes: ``/hint?n&size&tag`` (n early hints of two links each, then a response of size
 bytes), ``/hint-then-read`` (one hint, then the request body before answering: the client
-sees the 103 while the app still waits), ``/extensions`` (the scope's extension names as
-JSON), ``/bad?case`` (a malformed or late hint; the error's type and text as the body)."""
+sees the 103 while the app still waits), ``/read-then-hint?n&tag`` (the request body first,
+then n hints, then the response), ``/stream?chunks&size`` (chunks of size bytes, then the
+request body awaited, then as many chunks again: a stream that is mid-body at a moment the
+client chooses), ``/extensions`` (the scope's extension names as JSON), ``/bad?case`` (a
+malformed or late hint; the error's type and text as the body)."""
 
 import json
 from urllib.parse import parse_qs
@@ -69,6 +72,23 @@ async def app(scope, receive, send):
         await send({"type": "http.response.early_hint", "links": links("w", 0)})
         body = await _read_body(receive)
         await _respond(send, 200, b"read " + (body or b""))
+    elif path == "/read-then-hint":
+        await _read_body(receive)
+        tag = q.get("tag", "r")
+        for i in range(int(q.get("n", "1"))):
+            await send({"type": "http.response.early_hint", "links": links(tag, i)})
+        await _respond(send, 200, tag.encode())
+    elif path == "/stream":
+        chunks, size = int(q.get("chunks", "4")), int(q.get("size", "16384"))
+        start = {"type": "http.response.start", "status": 200, "headers": []}
+        await send(start)
+        chunk = b"s" * size
+        for _ in range(chunks):
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await _read_body(receive)
+        for _ in range(chunks):
+            await send({"type": "http.response.body", "body": chunk, "more_body": True})
+        await send({"type": "http.response.body", "body": b""})
     elif path == "/extensions":
         await _respond(send, 200, json.dumps(sorted(scope["extensions"])).encode())
     elif path == "/bad":

@@ -21,6 +21,8 @@ class Stream:
     def __init__(self, stream_id):
         self.id = stream_id
         self.headers = None  # list of (str, str), pseudo-headers included
+        self.informational = []  # each 1xx response's headers, in order
+        self.events = []  # "informational", "response", "data", "end", as they came
         self.data = bytearray()
         self.trailers = None
         self.ended = False
@@ -175,8 +177,13 @@ class H2Client(SocketOwner):
         stream = self.streams.get(getattr(event, "stream_id", None))
         if isinstance(event, h2.events.ResponseReceived):
             stream.headers = list(event.headers)
+            stream.events.append("response")
+        elif isinstance(event, h2.events.InformationalResponseReceived):
+            stream.informational.append(list(event.headers))
+            stream.events.append("informational")
         elif isinstance(event, h2.events.DataReceived):
             stream.data += event.data
+            stream.events.append("data")
             # Give the window back at once: the tests measure the server, not us.
             if event.stream_id in self.held:
                 if event.flow_controlled_length:
@@ -188,6 +195,7 @@ class H2Client(SocketOwner):
             stream.trailers = list(event.headers)
         elif isinstance(event, h2.events.StreamEnded):
             stream.ended = True
+            stream.events.append("end")
         elif isinstance(event, h2.events.StreamReset):
             if stream is not None:
                 stream.reset = event.error_code
