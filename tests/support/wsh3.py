@@ -94,8 +94,14 @@ class H3Session:
             self.client.exchanges[stream_id] = ex
             quic.send_stream_data(stream_id, frame, end_stream=False)
             # aioquic's H3 layer then lets DATA follow the head it did not send itself.
-            with self.client.h3._get_or_create_stream(stream_id) as stream:
-                stream.headers_send_state = HeadersState.AFTER_HEADERS
+            # aioquic 1.3 made _get_or_create_stream a context manager; 1.2 (Python < 3.10)
+            # returns the stream.
+            got = self.client.h3._get_or_create_stream(stream_id)
+            if hasattr(got, "__enter__"):
+                with got as stream:
+                    stream.headers_send_state = HeadersState.AFTER_HEADERS
+            else:
+                got.headers_send_state = HeadersState.AFTER_HEADERS
             self.client.transmit()
             return ex
 
