@@ -3,9 +3,9 @@
 //! (`server::service::handle_h3_request`). Nothing here touches Python.
 //!
 //! `listener`: the accept loop; `connection`: one QUIC connection (GOAWAY, drain, keep-alive
-//! close); `request`: one request stream (the RFC 9114 head checks, the response written
-//! into the stream); `body`: the request body as an `http_body::Body`; `quic_config`: the
-//! rustls and transport settings; `protocol_shim`: what lets h3 take a WebSocket's
+//! close); `request`: one request stream (the RFC 9114 head checks, the service call);
+//! `response`: a response written into the stream; `body`: the request body as an
+//! `http_body::Body`; `quic_config`: the rustls and transport settings; `protocol_shim`: what lets h3 take a WebSocket's
 //! extended CONNECT (RFC 9220); `websocket`: such a request served by the WebSocket
 //! session (`server::websocket`) over `ws_io`, the stream as a byte stream.
 
@@ -15,6 +15,7 @@ mod listener;
 mod protocol_shim;
 mod quic_config;
 mod request;
+mod response;
 mod websocket;
 mod ws_io;
 

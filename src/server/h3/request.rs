@@ -1,30 +1,30 @@
 //! One HTTP/3 request stream: its head resolved and checked (RFC 9114 §4.2, §4.3), the
-//! request run through the shared service, the response written into the stream. A
-//! malformed request gets its stream reset with H3_MESSAGE_ERROR; an app failing after its
-//! response started resets only its stream (H3_INTERNAL_ERROR).
+//! request run through the shared service, the response written into the stream
+//! (`response`), or the stream handed to `websocket` (RFC 9220). A malformed request gets
+//! its stream reset with H3_MESSAGE_ERROR; an app failing after its response started resets
+//! only its stream (H3_INTERNAL_ERROR).
 
 use std::pin::pin;
 use std::sync::Arc;
 
 use bytes::Bytes;
 use h3::error::Code;
-use h3::server::{RequestResolver, RequestStream};
-use http::header::{CONTENT_LENGTH, DATE};
-use http::{HeaderMap, Request, Response, StatusCode};
-use http_body_util::BodyExt;
+use h3::server::RequestResolver;
+use http::header::CONTENT_LENGTH;
+use http::{HeaderMap, Request, StatusCode};
 use tokio::sync::mpsc;
 
 use crate::bridge::ResponseBody;
 use crate::http::body_reader::InBody;
-use crate::http::headers::{h3_request_is_malformed, strip_connection_headers};
+use crate::http::headers::h3_request_is_malformed;
 use crate::server::conn_state::ConnCtx;
 use crate::server::early_hints::{informational, H3_QUEUE};
 use crate::server::h3::body::H3Body;
+use crate::server::h3::response::{write_response, SendSide};
 use crate::server::h3::websocket::serve_websocket;
 use crate::server::service::{handle_h3_request, TrackedBody};
 
 pub(crate) type Resolver = RequestResolver<crate::server::h3::protocol_shim::Connection, Bytes>;
-pub(crate) type SendSide = RequestStream<h3_quinn::SendStream<Bytes>, Bytes>;
 
 /// Serves one request stream to its end. Every failure ends at most this stream: a broken
 /// or reset stream is the client's business, not logged.
@@ -132,56 +132,4 @@ fn content_length(headers: &HeaderMap) -> Result<Option<u64>, ()> {
         length = Some(n);
     }
     Ok(length)
-}
-
-/// The head, then each body frame as the response body yields it: `send_data` waits for
-/// QUIC's flow control, so a slow client holds the body in its budget (backpressure). A
-/// body that fails (the app failed mid-response, or the request body broke) resets the
-/// stream; a client that stopped the stream drops the body, which the app hears as a
-/// disconnect.
-pub(super) async fn write_response(
-    send: &mut SendSide,
-    response: Response<TrackedBody>,
-    date: bool,
-) {
-    let (mut parts, body) = response.into_parts();
-    strip_connection_headers(&mut parts.headers);
-    if date && !parts.headers.contains_key(DATE) {
-        parts.headers.insert(DATE, crate::http::date::now());
-    }
-    if send
-        .send_response(Response::from_parts(parts, ()))
-        .await
-        .is_err()
-    {
-        return;
-    }
-    let mut body = pin!(body);
-    loop {
-        let Some(frame) = body.frame().await else {
-            let _ = send.finish().await;
-            return;
-        };
-        let Ok(frame) = frame else {
-            send.stop_stream(Code::H3_INTERNAL_ERROR);
-            return;
-        };
-        let sent = match frame.into_data() {
-            Ok(data) if data.is_empty() => Ok(()),
-            Ok(data) => send.send_data(data).await,
-            Err(frame) => match frame.into_trailers() {
-                Ok(trailers) => {
-                    // The trailer section ends the message.
-                    if send.send_trailers(trailers).await.is_ok() {
-                        let _ = send.finish().await;
-                    }
-                    return;
-                }
-                Err(_) => Ok(()),
-            },
-        };
-        if sent.is_err() {
-            return; // The client stopped or reset the stream, or the connection is gone.
-        }
-    }
 }

@@ -7,14 +7,12 @@
 
 use std::sync::Arc;
 
-use http::header::DATE;
-use http::{Request, Response};
+use http::Request;
 use tokio::sync::oneshot;
 
-use crate::http::headers::strip_connection_headers;
 use crate::server::conn_state::ConnCtx;
 use crate::server::h3::body::RecvSide;
-use crate::server::h3::request::{write_response, SendSide};
+use crate::server::h3::response::{send_head, write_response, SendSide};
 use crate::server::h3::ws_io::H3Io;
 use crate::server::service::handle_h3_websocket;
 
@@ -33,16 +31,8 @@ pub(crate) async fn serve_websocket(
     if !response.status().is_success() {
         return write_response(&mut send, response, date).await;
     }
-    let (mut parts, _empty) = response.into_parts();
-    strip_connection_headers(&mut parts.headers);
-    if date && !parts.headers.contains_key(DATE) {
-        parts.headers.insert(DATE, crate::http::date::now());
-    }
-    if send
-        .send_response(Response::from_parts(parts, ()))
-        .await
-        .is_err()
-    {
+    let (parts, _empty) = response.into_parts();
+    if send_head(&mut send, parts, date).await.is_err() {
         return; // the session hears of it as a socket that never opened
     }
     let (done_tx, done_rx) = oneshot::channel();

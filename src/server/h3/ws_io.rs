@@ -20,7 +20,7 @@ use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::oneshot;
 
 use crate::server::h3::body::RecvSide;
-use crate::server::h3::request::SendSide;
+use crate::server::h3::response::SendSide;
 
 /// The most bytes one write takes: one DATA frame.
 const MAX_WRITE: usize = 64 * 1024;
