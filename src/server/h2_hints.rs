@@ -46,6 +46,7 @@ use tokio::io::AsyncWrite;
 
 use crate::bridge::EarlyHint;
 use crate::http::h2_flood::{FrameHead, OnFrame};
+use crate::http::prefix_int;
 
 /// At most this many bytes of HTTP/2 hint frames wait per connection; more are dropped
 /// (hints are optional, RFC 8297 §2): an app that keeps hinting to a client that does not
@@ -512,25 +513,9 @@ fn encode_frame(stream: u32, links: &[HeaderValue]) -> Option<(Vec<u8>, usize)> 
 /// "Literal Header Field without Indexing — Indexed Name" (RFC 7541 §6.2.2): leaves the
 /// dynamic table as it is; the value as a plain string.
 fn literal(out: &mut Vec<u8>, name_index: u32, value: &[u8]) {
-    integer(out, 4, 0x00, name_index);
-    integer(out, 7, 0x00, value.len() as u32);
+    prefix_int::encode(out, 4, 0x00, u64::from(name_index));
+    prefix_int::encode(out, 7, 0x00, value.len() as u64);
     out.extend_from_slice(value);
-}
-
-/// An HPACK integer with an N-bit prefix (RFC 7541 §5.1), `flags` in the first byte's high bits.
-fn integer(out: &mut Vec<u8>, prefix_bits: u8, flags: u8, value: u32) {
-    let max = (1u32 << prefix_bits) - 1;
-    if value < max {
-        out.push(flags | value as u8);
-        return;
-    }
-    out.push(flags | max as u8);
-    let mut rest = value - max;
-    while rest >= 128 {
-        out.push((rest % 128) as u8 | 0x80);
-        rest /= 128;
-    }
-    out.push(rest as u8);
 }
 
 /// Where a request's hints go on HTTP/2: its stream, and the ticket of its last frame.
@@ -642,16 +627,6 @@ mod tests {
             ]
         );
         assert_eq!(list_size, 42 + (36 + 31) + (36 + long.len()));
-    }
-
-    #[test]
-    fn integers_past_the_prefix_continue() {
-        let mut out = Vec::new();
-        integer(&mut out, 5, 0, 1337);
-        assert_eq!(out, [31, 154, 10], "RFC 7541 C.1.2");
-        out.clear();
-        integer(&mut out, 7, 0, 127);
-        assert_eq!(out, [127, 0]);
     }
 
     fn head(kind: u8, flags: u8, stream: u32) -> FrameHead {

@@ -13,6 +13,8 @@
 //! exact, and no decoder is needed. Only the rewritten line changes (re-encoded as plain
 //! literals); every other byte stays as it came.
 
+use crate::http::prefix_int;
+
 /// The values rewritten, and what they become.
 const REWRITES: [(&[u8], &[u8]); 2] = [
     (b"websocket", b"webtransport"),
@@ -132,27 +134,12 @@ fn prefix_int(section: &[u8], pos: &mut usize, bits: u8) -> Option<u64> {
     }
 }
 
-fn put_prefix_int(out: &mut Vec<u8>, flags: u8, bits: u8, value: usize) {
-    let mask = ((1u16 << bits) - 1) as usize;
-    if value < mask {
-        out.push(flags | value as u8);
-        return;
-    }
-    out.push(flags | mask as u8);
-    let mut rest = value - mask;
-    while rest >= 0x80 {
-        out.push((rest as u8 & 0x7f) | 0x80);
-        rest >>= 7;
-    }
-    out.push(rest as u8);
-}
-
 /// A literal field line with a literal name, neither string Huffman-coded.
 fn literal_line(out: &mut Vec<u8>, never_indexed: bool, name: &[u8], value: &[u8]) {
     let flags = 0x20 | if never_indexed { 0x10 } else { 0 };
-    put_prefix_int(out, flags, 3, name.len());
+    prefix_int::encode(out, 3, flags, name.len() as u64);
     out.extend_from_slice(name);
-    put_prefix_int(out, 0, 7, value.len());
+    prefix_int::encode(out, 7, 0, value.len() as u64);
     out.extend_from_slice(value);
 }
 
@@ -243,7 +230,7 @@ mod tests {
     fn lit(out: &mut Vec<u8>, flags: u8, bits: u8, text: &[u8], coded: bool) {
         let bytes = if coded { huff(text) } else { text.to_vec() };
         let h = if coded { 1 << bits } else { 0 };
-        put_prefix_int(out, flags | h, bits, bytes.len());
+        prefix_int::encode(out, bits, flags | h, bytes.len() as u64);
         out.extend_from_slice(&bytes);
     }
 
@@ -335,7 +322,7 @@ mod tests {
     #[test]
     fn long_lengths_use_continuation_bytes() {
         let mut out = Vec::new();
-        put_prefix_int(&mut out, 0x20, 3, 300);
+        prefix_int::encode(&mut out, 3, 0x20, 300);
         let mut pos = 0;
         assert_eq!(prefix_int(&out, &mut pos, 3), Some(300));
         assert_eq!(pos, out.len());
