@@ -27,7 +27,7 @@ use crate::http::header_order::{is_marked, strip_marker};
 use crate::http::headers::{
     add_host_from_authority, expects_continue, h2_request_is_malformed, trailers_reach_client,
 };
-use crate::server::admission::Unavailable;
+use crate::server::admission::{Unavailable, WebSocketSlot};
 use crate::server::body_pump::pump_request_body;
 use crate::server::conn_state::{ConnBusy, ConnCtx, InFlight};
 use crate::server::early_hints::HintsOut;
@@ -207,21 +207,16 @@ where
         Ok(in_flight) => in_flight,
         Err(refused) => return refused,
     };
-    let shared = &conn.shared;
     let request = Request::from_parts(head, ());
     let mut response = if let Some(refused) = request_line_too_long(&request, &conn) {
         refused
     } else {
-        match check_handshake(request.method(), request.version(), request.headers()) {
-            Ok(()) => match shared.websocket_slot() {
-                Ok(slot) => {
-                    let (head, ()) = request.into_parts();
-                    handshake(head, &conn, slot, upgraded).await
-                }
-                Err(reason) => unavailable(shared, reason),
-            },
-            Err(refusal) => refuse_websocket(&conn, refusal),
-        }
+        let checked = check_handshake(request.method(), request.version(), request.headers());
+        open_websocket(&conn, checked, |slot| {
+            let (head, ()) = request.into_parts();
+            handshake(head, &conn, slot, upgraded)
+        })
+        .await
     };
     // QPACK keeps no order across names: the marker (http::header_order) goes.
     strip_marker(response.headers_mut());
@@ -303,6 +298,27 @@ fn refuse(
 
 /// A WebSocket handshake that breaks RFC 6455 §4.2.1: 400, or 426 naming the version we
 /// speak (§4.4).
+/// A request that asks for a WebSocket, over any transport: `open` runs the handshake when
+/// the request passed `check_handshake` and a `--limit-websockets` slot is free; otherwise
+/// the refusal's 4xx or the server's 503.
+async fn open_websocket<F, Fut>(
+    conn: &ConnCtx,
+    checked: Result<(), Refusal>,
+    open: F,
+) -> Response<ResponseBody>
+where
+    F: FnOnce(Option<WebSocketSlot>) -> Fut,
+    Fut: Future<Output = Response<ResponseBody>>,
+{
+    if let Err(refusal) = checked {
+        return refuse_websocket(conn, refusal);
+    }
+    match conn.shared.websocket_slot() {
+        Ok(slot) => open(slot).await,
+        Err(reason) => unavailable(&conn.shared, reason),
+    }
+}
+
 fn refuse_websocket(conn: &ConnCtx, refusal: Refusal) -> Response<ResponseBody> {
     let mut response = refuse(
         conn,
@@ -427,13 +443,9 @@ async fn respond(
     }
     if is_websocket_request(config, &req) {
         // A request that asks for a WebSocket gets one, a 4xx or a 503: never an HTTP scope.
-        return match check_handshake(req.method(), req.version(), req.headers()) {
-            Ok(()) => match shared.websocket_slot() {
-                Ok(slot) => (handle_upgrade(req, conn, slot).await, None),
-                Err(reason) => (unavailable(shared, reason), None),
-            },
-            Err(refusal) => (refuse_websocket(conn, refusal), None),
-        };
+        let checked = check_handshake(req.method(), req.version(), req.headers());
+        let response = open_websocket(conn, checked, |slot| handle_upgrade(req, conn, slot));
+        return (response.await, None);
     }
     let (head, body) = req.into_parts();
     let hints = match (head.version, h2_hints) {
