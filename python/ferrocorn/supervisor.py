@@ -648,8 +648,11 @@ class Supervisor:
 
     def _terminate(self, worker: _Worker, reason: str | None = None) -> None:
         """SIGTERM ``worker``; ``reason``: why, when it is a restart (see supervisor_metrics)."""
-        if not worker.retiring:
-            worker.retire_reason = reason
+        if worker.retiring:
+            # Signalled already. Another SIGTERM changes nothing for a worker that is stopping,
+            # except in its last moments, once its own handlers are gone: it would die of it.
+            return
+        worker.retire_reason = reason
         worker.retiring = True
         with contextlib.suppress(OSError):
             worker.proc.send_signal(signal.SIGTERM)

@@ -137,8 +137,14 @@ def _fork_worker(
     wake_r: int,
     wake_w: int,
 ) -> int:
+    # The supervisor may signal the worker as soon as it hears its pid: until the worker has
+    # its own dispositions, a SIGTERM must neither reach the template's no-op handler (and be
+    # lost: the worker would serve on after the stop) nor run it; blocked, it waits for them.
+    stops = {signal.SIGTERM, signal.SIGINT}
+    signal.pthread_sigmask(signal.SIG_BLOCK, stops)
     pid = os.fork()
     if pid:
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)
         return pid
     # The worker: nothing of the template's loop survives in it.
     code = 1
@@ -146,6 +152,7 @@ def _fork_worker(
         signal.set_wakeup_fd(-1)
         for sig in (signal.SIGCHLD, signal.SIGTERM, signal.SIGINT):
             signal.signal(sig, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, stops)  # a stop already sent ends it here
         channel.close()
         os.close(wake_r)
         os.close(wake_w)
