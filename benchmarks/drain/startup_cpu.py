@@ -30,6 +30,13 @@ def cpu_ms(pid):
 
 def main():
     python, app, flags = sys.argv[1], sys.argv[2], sys.argv[3:]
+    # As deployed: the app's package has its bytecode cached (compileall writes it even under
+    # PYTHONDONTWRITEBYTECODE), so a worker that imports the app does not compile it.
+    package = app.partition(":")[0].split(".")[0]
+    if os.path.isdir(package):
+        subprocess.run(
+            [python, "-m", "compileall", "-q", package], check=True, stdout=subprocess.DEVNULL
+        )
     argv = [python, "-m", "ferrocorn", app, "--port", "0", "--workers", "2", "--no-access-log"]
     p = subprocess.Popen(argv + flags, stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
     samples = []

@@ -43,7 +43,9 @@ def main(argv: list[str] | None = None) -> int:
     payload = decode_payload(os.environ.pop(PAYLOAD_ENV))
     sys.path[:] = payload["sys_path"]
     supervisor = payload["supervisor_pid"]
-    from . import worker  # noqa: F401 - the worker's code, imported once for every fork
+    from . import worker  # the worker's code, imported once for every fork
+
+    worker.import_ahead(payload)
 
     app = payload["app"]
     if args.preload_app:

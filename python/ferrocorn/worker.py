@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import copy
+import importlib
 import logging
 import os
 import signal
@@ -33,6 +34,7 @@ from ._process_contract import (
     RECYCLE_LINE,
     decode_payload,
 )
+from .app_loading import uvloop_module
 from .config import Config, ConfigError
 from .metrics import MetricsChannel
 from .server import Server, run_server
@@ -202,6 +204,22 @@ class WorkerFds:
         self.ready = ready
         self.metrics = metrics
         self.control = control
+
+
+# Modules a worker imports only once it serves (the core imports the request task class as it
+# starts; asyncio's default executor, concurrent.futures' threads).
+_IMPORTED_WHILE_SERVING = ("ferrocorn._request_task", "concurrent.futures.thread")
+
+
+def import_ahead(payload: dict[str, Any]) -> None:
+    """Import what ``serve`` would import as each worker starts, for a template to fork from:
+    a fork then shares these modules instead of importing them again."""
+    try:
+        uvloop_module(payload["options"].get("loop", "auto"))
+    except ConfigError:
+        pass  # each worker reports it as it starts, as without a template
+    for name in _IMPORTED_WHILE_SERVING:
+        importlib.import_module(name)
 
 
 def serve(payload: dict[str, Any], fds: WorkerFds, limit: int | None, parent_pid: int) -> int:
