@@ -107,3 +107,27 @@ def test_supervised_stop_refuses_new_connections():
         slow.close()
         assert server.wait(60) == 0
     assert outcomes and all(o in ("answered", "refused") for o in outcomes), outcomes
+
+
+def test_an_idle_connections_next_request_is_its_last():
+    """Idle when the drain starts, a keep-alive connection's next request is answered, and
+    that response is its last (``Connection: close``, then the server closes), not one of
+    several served while the drain looks in again later."""
+    with start_server("tests.apps.basic:app", "--no-access-log") as server:
+        with socket.create_connection(("127.0.0.1", server.port), timeout=30) as sock:
+            sock.sendall(REQUEST)
+            got = _read_response(sock, b"")
+            assert got is not None and b"connection: close" not in got[0].lower(), got
+            server.proc.send_signal(signal.SIGTERM)
+            # Logged once the core drains (after "Shutting down", which comes before it).
+            assert server.wait_for_output(r"Waiting for connections to close", timeout=30), (
+                server.output()
+            )
+            sock.sendall(REQUEST)
+            got = _read_response(sock, got[2])
+            assert got is not None, "closed before the response"
+            head, body, rest = got
+            assert head.startswith(b"HTTP/1.1 200") and body == b"hello world", head
+            assert b"\r\nconnection: close" in head.lower(), head
+            assert rest == b"" and sock.recv(1) == b""  # closed after it
+        assert server.wait(60) == 0, server.output()

@@ -391,9 +391,15 @@ where
         let mut timer = pin!(sleep_until_or_never(next));
         let mut changed = pin!(lifecycle.changed());
         side.rearm();
+        // Draining, and waiting for this connection's next request: hyper calls the service
+        // from inside the connection's poll, so a request that started shows here at once.
+        let awaiting_request = !shut_down && first_request_by.is_some();
         let woke = std::future::poll_fn(|cx| {
             if connection.as_mut().poll(cx).is_ready() {
                 return Poll::Ready(Woke::Ended);
+            }
+            if awaiting_request && ctx.idle_state().is_none() {
+                return Poll::Ready(Woke::RequestStarted);
             }
             if side.take_due(cx) {
                 let mut side_cx = side.context();
@@ -409,7 +415,7 @@ where
         .await;
         match woke {
             Woke::Ended | Woke::Lifecycle(false) => return None,
-            Woke::Lifecycle(true) | Woke::Timer => {}
+            Woke::Lifecycle(true) | Woke::Timer | Woke::RequestStarted => {}
         }
     }
 }
@@ -422,4 +428,7 @@ enum Woke {
     Lifecycle(bool),
     /// The idle timer is up.
     Timer,
+    /// While draining, the request the connection waited for started: shut it down now,
+    /// so that its response is the last (`Connection: close`), not one poll later.
+    RequestStarted,
 }
