@@ -327,6 +327,11 @@ const NOT_NEGOTIATED: Violation = Violation::protocol("RSV1 set without an exten
 const COPY_MAX: usize = 16 * 1024;
 /// Scratch buffers larger than this are released after use rather than kept per connection.
 const KEEP_MAX: usize = 64 * 1024;
+/// On a transport without vectored writes, the most bytes of a large payload in one write.
+/// hyper's upgraded HTTP/2 stream copies each write into a fresh allocation that h2 then
+/// frames: in pieces this size that copy is still in cache when it is framed, and no
+/// megabyte-sized buffer is allocated (and faulted in) per message.
+const PIECE_MAX: usize = 256 * 1024;
 
 pub(crate) struct WsWriter {
     deflater: Option<Deflater>,
@@ -403,7 +408,9 @@ async fn write_frame<W: AsyncWrite + Unpin>(
         scratch.extend_from_slice(&head[..n]);
         scratch.extend_from_slice(first);
         io.write_all(scratch).await?;
-        io.write_all(rest).await?;
+        for piece in rest.chunks(PIECE_MAX) {
+            io.write_all(piece).await?;
+        }
     }
     io.flush().await
 }
@@ -765,5 +772,18 @@ mod tests {
         assert_eq!(io.0[0].len(), 10 + COPY_MAX);
         assert_eq!(&io.0[0][..10], &[0x82, 127, 0, 0, 0, 0, 0, 1, 0x86, 0xA0]);
         assert_eq!([&io.0[0][10..], &io.0[1][..]].concat(), big);
+    }
+
+    #[tokio::test]
+    async fn without_vectored_writes_a_large_payload_goes_in_bounded_pieces() {
+        let big: Vec<u8> = (0..(COPY_MAX + 2 * PIECE_MAX + 5) as u32)
+            .map(|i| (i % 251) as u8)
+            .collect();
+        let mut io = PlainWrites::default();
+        let mut w = WsWriter::new(None);
+        w.message(&mut io, false, &big).await.unwrap();
+        let sizes: Vec<usize> = io.0.iter().map(Vec::len).collect();
+        assert_eq!(sizes, vec![10 + COPY_MAX, PIECE_MAX, PIECE_MAX, 5]);
+        assert_eq!(io.0.concat()[10..], big[..]);
     }
 }
