@@ -5,8 +5,11 @@ The HTTP/3 load is ``benchmarks/h3load`` (our own small generator on quinn + h3;
 with ``cargo build --release`` in its own workspace), the HTTP/2 one h2load. The app is
 ``h2_tls:app`` (a plaintext "Hello, World!"), the certificate a self-signed one (openssl).
 Each server runs pinned to CPU 0, the load generator to CPU 1; the server's CPU time is read
-from /proc around each run, giving CPU µs per request beside req/s. hypercorn needs aioquic
-in its environment (``--hypercorn PATH``, or benchmarks/.venv/bin/hypercorn).
+from /proc around each run, giving CPU µs per request beside req/s. Each round also shows
+the load generator's own CPU per request and how busy its core was by anything: a round
+where other work shared that core is one where the load generator, not the server, set
+the rate. hypercorn needs aioquic in its environment (``--hypercorn PATH``, or
+benchmarks/.venv/bin/hypercorn).
 
     python benchmarks/h3_bench.py [--duration 5] [--connections 4] [--streams 16] [--rounds 3]
 """
@@ -14,6 +17,7 @@ in its environment (``--hypercorn PATH``, or benchmarks/.venv/bin/hypercorn).
 import argparse
 import json
 import os
+import resource
 import subprocess
 import sys
 import time
@@ -67,6 +71,26 @@ def cpu_seconds(pid):
             continue
         ticks += int(fields[11]) + int(fields[12])
     return ticks / os.sysconf("SC_CLK_TCK")
+
+
+def core_busy(cpu):
+    """(busy, total) jiffies of one CPU from /proc/stat (None where there is no such file)."""
+    try:
+        with open("/proc/stat") as f:
+            for line in f:
+                if line.startswith(f"cpu{cpu} "):
+                    ticks = [int(x) for x in line.split()[1:]]
+                    idle = ticks[3] + ticks[4]  # idle + iowait
+                    return sum(ticks[:8]) - idle, sum(ticks[:8])
+    except OSError:
+        pass
+    return None
+
+
+def children_cpu():
+    """CPU seconds of this process's finished children (the load generator's runs)."""
+    usage = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return usage.ru_utime + usage.ru_stime
 
 
 def server_argv(name, port, tls, hypercorn):
@@ -152,6 +176,7 @@ def measure(name, load, tls, args, tools):
         wait_port(port, proc)
         time.sleep(0.5)  # the UDP socket is bound right after the TCP one; let start-up end
         before = cpu_seconds(proc.pid)
+        client_before, core_before = children_cpu(), core_busy(CLIENT_CPU)
         if load == "h3":
             result, note = run_h3load(tools["h3load"], port, tls[2], args)
             if result is None:
@@ -166,7 +191,20 @@ def measure(name, load, tls, args, tools):
                 return None, note
             requests = rps * args.duration
         used = cpu_seconds(proc.pid) - before
-        return {"rps": rps, "cpu_us_per_req": used * 1e6 / max(requests, 1), "note": note}, ""
+        client = children_cpu() - client_before
+        core_after = core_busy(CLIENT_CPU)
+        # How busy the load generator's core was, by anything: when other work shares it,
+        # the load generator falls behind and the server waits (H3_RESULTS.md, "The stalls").
+        busy = None
+        if core_before and core_after and core_after[1] > core_before[1]:
+            busy = (core_after[0] - core_before[0]) / (core_after[1] - core_before[1])
+        return {
+            "rps": rps,
+            "cpu_us_per_req": used * 1e6 / max(requests, 1),
+            "client_cpu_us_per_req": client * 1e6 / max(requests, 1),
+            "load_core_busy": busy,
+            "note": note,
+        }, ""
     except RuntimeError as exc:
         return None, str(exc)
     finally:
@@ -209,12 +247,15 @@ def main():
             result, note = measure(name, load, tls, args, tools)
             if result:
                 samples[name].append(result)
-            shown = (
-                f"{result['rps']:10.0f} req/s  {result['cpu_us_per_req']:7.1f} CPU µs/req "
-                f"{result['note']}"
-                if result
-                else f"failed: {note}"
-            )
+            shown = f"failed: {note}"
+            if result:
+                busy = result["load_core_busy"]
+                shown = (
+                    f"{result['rps']:10.0f} req/s  {result['cpu_us_per_req']:7.1f} CPU µs/req  "
+                    f"load generator {result['client_cpu_us_per_req']:4.1f} µs/req"
+                    + (f", its core {busy:4.0%} busy" if busy is not None else "")
+                    + f" {result['note']}"
+                )
             print(f"{round_no + 1}: {name:14} {shown}", flush=True)
     results = {
         name: {

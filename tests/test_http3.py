@@ -358,3 +358,25 @@ def test_static_route_over_http3(server_factory, c, tmp_path):
     assert part.status == 206 and bytes(part.body) == b"0123456789"
     assert missing.status == 404
     assert app.status == 200 and bytes(app.body) == b"hello h3"
+
+
+def test_head_that_never_completes_ends_its_stream(server_factory, c):
+    """--header-read-timeout bounds an HTTP/3 request head too: a HEADERS frame whose
+    payload never comes ends its stream without a response; the connection serves on."""
+    server = server_factory(APP, "--http3", "--header-read-timeout", "1", *tls_flags(c))
+
+    async def main():
+        async with h3client.h3_connect(server.port, c.ca_pem) as client:
+            stream_id = client._quic.get_next_available_stream_id()
+            stalled = h3client.Exchange(stream_id)
+            client.exchanges[stream_id] = stalled
+            # A HEADERS frame (type 0x01) announcing 16 bytes of field section, none sent.
+            client._quic.send_stream_data(stream_id, b"\x01\x10", end_stream=False)
+            client.transmit()
+            await asyncio.wait_for(stalled.done.wait(), 20)
+            good = await client.request("GET", "/")
+            return stalled, good
+
+    stalled, good = run(main())
+    assert stalled.headers is None, stalled.headers
+    assert good.status == 200

@@ -15,13 +15,13 @@
 //! taken. HTTP/3 sends a 103 HEADERS frame on the request stream (`h3::request`). HTTP/1.0
 //! has no 1xx: hints are dropped there.
 
+use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Mutex;
 use std::task::{Context, Poll, Waker};
 
 use bytes::BytesMut;
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
-use tokio::sync::mpsc;
 
 use crate::bridge::EarlyHint;
 use crate::server::h2_hints::H2StreamHints;
@@ -32,7 +32,7 @@ use crate::server::h2_hints::H2StreamHints;
 const MAX_PENDING: usize = 16 * 1024;
 
 /// HTTP/3: hints queued for the request stream's writer; more are dropped.
-pub(crate) const H3_QUEUE: usize = 8;
+const H3_QUEUE: usize = 8;
 
 /// Where a request's hints go.
 pub(crate) enum HintsOut<'a> {
@@ -43,7 +43,7 @@ pub(crate) enum HintsOut<'a> {
     /// HTTP/2: the connection's write side, on the request's stream.
     Http2(H2StreamHints),
     /// HTTP/3: the request stream's writer.
-    Http3(mpsc::Sender<EarlyHint>),
+    Http3(&'a H3Hints),
 }
 
 impl HintsOut<'_> {
@@ -52,11 +52,42 @@ impl HintsOut<'_> {
             HintsOut::Dropped => {}
             HintsOut::Http1(hints) => hints.push(&hint),
             HintsOut::Http2(hints) => hints.push(&hint),
-            // Full: dropped (see `H3_QUEUE`); closed: the stream is gone.
-            HintsOut::Http3(tx) => {
-                let _ = tx.try_send(hint);
-            }
+            HintsOut::Http3(hints) => hints.push(hint),
         }
+    }
+}
+
+/// An HTTP/3 request's hints not yet written. The service future and the stream's writer
+/// run in the same task (`h3::request` polls the service, then writes what it queued), so
+/// a queue borrowed by both does, without the channel (two allocations) that every request
+/// paid for before any app sent a hint: nothing is allocated until a hint comes.
+#[derive(Default)]
+pub(crate) struct H3Hints {
+    queue: Mutex<VecDeque<EarlyHint>>,
+}
+
+impl H3Hints {
+    fn queue(&self) -> std::sync::MutexGuard<'_, VecDeque<EarlyHint>> {
+        self.queue.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Queues a hint; beyond `H3_QUEUE` it is dropped (hints are optional, RFC 8297 §2):
+    /// the writer drains the queue after every poll of the service, so it only fills when an
+    /// app sends more hints in one go than that.
+    fn push(&self, hint: EarlyHint) {
+        let mut queue = self.queue();
+        if queue.len() < H3_QUEUE {
+            queue.push_back(hint);
+        }
+    }
+
+    pub(crate) fn is_empty(&self) -> bool {
+        self.queue().is_empty()
+    }
+
+    /// The oldest hint not yet written.
+    pub(crate) fn pop(&self) -> Option<EarlyHint> {
+        self.queue().pop_front()
     }
 }
 

@@ -16,9 +16,8 @@ use hyper::body::Incoming;
 use tokio::sync::{mpsc, oneshot, Notify};
 
 use crate::bridge::{
-    response_channel, BodyAborted, BufferLimits, CloseGuard, EarlyHint, Event, Exchange, HttpState,
-    InChunks, LocalAddr, LogText, PendingRequest, Reply, RequestBody, ResponseBody,
-    REQUEST_BODY_QUEUE,
+    response_channel, BodyAborted, BufferLimits, CloseGuard, Event, Exchange, HttpState, InChunks,
+    LocalAddr, LogText, PendingRequest, Reply, RequestBody, ResponseBody, REQUEST_BODY_QUEUE,
 };
 use crate::config::{BodyLimits, SendfileMode, ServerConfig};
 use crate::http::body_reader::{BodyError, BodyReader, InBody};
@@ -30,7 +29,7 @@ use crate::http::headers::{
 use crate::server::admission::{Unavailable, WebSocketSlot};
 use crate::server::body_pump::pump_request_body;
 use crate::server::conn_state::{ConnBusy, ConnCtx, InFlight};
-use crate::server::early_hints::HintsOut;
+use crate::server::early_hints::{H3Hints, HintsOut};
 use crate::server::h2_hints::H2StreamHints;
 use crate::server::static_route;
 use crate::server::websocket::{handle_upgrade, handshake};
@@ -167,7 +166,7 @@ async fn answer(
 pub(crate) async fn handle_h3_request(
     req: Request<InBody>,
     conn: Arc<ConnCtx>,
-    hints: mpsc::Sender<EarlyHint>,
+    hints: &H3Hints,
 ) -> Response<TrackedBody> {
     let arrived = Instant::now();
     let in_flight = match admit(&conn, || false).await {

@@ -1,7 +1,9 @@
 //! h3load: `h3load --port P --ca ca.pem [--host 127.0.0.1] [--name localhost] [--path /]
 //! [--connections C] [--streams S] [--duration SECS]`. C connections, each keeping S
 //! requests in flight, for the given time; prints requests, failures and req/s as one JSON
-//! line. Bodies are read and dropped.
+//! line. Bodies are read and dropped. With `H3LOAD_STATS` set in the environment, each
+//! connection's quinn statistics (datagrams, frames by type, rtt, cwnd, congestion events)
+//! go to stderr at the end: where a stall would show (STREAMS_BLOCKED, DATA_BLOCKED, losses).
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -72,7 +74,8 @@ fn client_config(ca: &str) -> Result<quinn::ClientConfig, String> {
         .with_root_certificates(roots)
         .with_no_client_auth();
     tls.alpn_protocols = vec![b"h3".to_vec()];
-    let crypto = quinn::crypto::rustls::QuicClientConfig::try_from(tls).map_err(|e| e.to_string())?;
+    let crypto =
+        quinn::crypto::rustls::QuicClientConfig::try_from(tls).map_err(|e| e.to_string())?;
     Ok(quinn::ClientConfig::new(Arc::new(crypto)))
 }
 
@@ -95,6 +98,7 @@ async fn one_connection(
         .map_err(|e| e.to_string())?
         .await
         .map_err(|e| e.to_string())?;
+    let quic = conn.clone();
     let (mut driver, sender) = h3::client::new(h3_quinn::Connection::new(conn))
         .await
         .map_err(|e| e.to_string())?;
@@ -137,6 +141,9 @@ async fn one_connection(
     }
     for task in tasks {
         let _ = task.await;
+    }
+    if std::env::var_os("H3LOAD_STATS").is_some() {
+        eprintln!("{:#?}", quic.stats());
     }
     Ok(())
 }

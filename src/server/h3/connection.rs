@@ -120,14 +120,21 @@ async fn serve_streams(h3: &mut H3Conn, streams: &mut JoinSet<()>, conn: &Arc<Co
             accepted = h3.accept() => match accepted {
                 Ok(Some(resolver)) => {
                     streams.spawn(stream_task(resolver, conn));
+                    reap(streams);
                 }
                 // The client sent GOAWAY and its requests are done, or the connection failed.
                 Ok(None) | Err(_) => return End::Now,
             },
-            Some(_) = streams.join_next(), if !streams.is_empty() => {}
+            Some(_) = streams.join_next(), if !streams.is_empty() => reap(streams),
             () = sleep_until_or_never(idle_deadline) => return goaway(h3).await,
         }
     }
+}
+
+/// Joins the stream tasks that have ended (a batch of responses ends many at once), without
+/// a turn of the accept loop each: every turn polls h3's connection (quinn's lock) again.
+fn reap(streams: &mut JoinSet<()>) {
+    while streams.try_join_next().is_some() {}
 }
 
 /// A request stream's task. Its waker is relayed (bridge/relay.rs) like an HTTP/2 stream's:

@@ -4,21 +4,22 @@
 //! its stream reset with H3_MESSAGE_ERROR; an app failing after its response started resets
 //! only its stream (H3_INTERNAL_ERROR).
 
+use std::future::Future;
 use std::pin::pin;
 use std::sync::Arc;
+use std::task::Poll;
 
 use bytes::Bytes;
 use h3::error::Code;
 use h3::server::RequestResolver;
 use http::header::CONTENT_LENGTH;
 use http::{HeaderMap, Request, StatusCode};
-use tokio::sync::mpsc;
 
 use crate::bridge::ResponseBody;
 use crate::http::body_reader::InBody;
 use crate::http::headers::h3_request_is_malformed;
 use crate::server::conn_state::ConnCtx;
-use crate::server::early_hints::{informational, H3_QUEUE};
+use crate::server::early_hints::{informational, H3Hints};
 use crate::server::h3::body::H3Body;
 use crate::server::h3::response::{write_response, SendSide};
 use crate::server::h3::websocket::serve_websocket;
@@ -29,14 +30,18 @@ pub(crate) type Resolver = RequestResolver<crate::server::h3::protocol_shim::Con
 /// Serves one request stream to its end. Every failure ends at most this stream: a broken
 /// or reset stream is the client's business, not logged.
 pub(crate) async fn serve_stream(resolver: Resolver, conn: Arc<ConnCtx>) {
-    let resolve = resolver.resolve_request();
-    let resolved = match conn.shared.config.header_read_timeout {
-        Some(limit) => match tokio::time::timeout(limit, resolve).await {
+    let mut resolve = pin!(resolver.resolve_request());
+    // The head mostly came in the packet that opened the stream: then it is ready at once,
+    // and no timer is set up for it.
+    let first = std::future::poll_fn(|cx| Poll::Ready(resolve.as_mut().poll(cx))).await;
+    let resolved = match (first, conn.shared.config.header_read_timeout) {
+        (Poll::Ready(resolved), _) => resolved,
+        (Poll::Pending, Some(limit)) => match tokio::time::timeout(limit, resolve).await {
             Ok(resolved) => resolved,
             // Dropping the stream resets it: a head that never came is not a request.
             Err(_) => return,
         },
-        None => resolve.await,
+        (Poll::Pending, None) => resolve.await,
     };
     // h3 has reset a stream it found malformed itself (pseudo-headers, field names).
     let Ok((head, stream)) = resolved else {
@@ -65,30 +70,31 @@ pub(crate) async fn serve_stream(resolver: Resolver, conn: Arc<ConnCtx>) {
     }
     let body = InBody::Other(Box::pin(H3Body::new(recv, length).await));
     let (parts, ()) = head.into_parts();
-    let (hints_tx, mut hints) = mpsc::channel(H3_QUEUE);
+    let hints = H3Hints::default();
     let mut service = pin!(handle_h3_request(
         Request::from_parts(parts, body),
         conn.clone(),
-        hints_tx
+        &hints
     ));
-    // The app's `103 Early Hints` go out on the stream while its response is awaited.
+    // The app's `103 Early Hints` go out on the stream while its response is awaited: a
+    // hint is queued only while the service is polled, so each poll is followed by writing
+    // what it queued, and the hints queued as the response came still go before it.
     let response = loop {
-        tokio::select! {
-            biased;
-            response = &mut service => break response,
-            Some(hint) = hints.recv() => {
-                if send.send_response(informational(hint)).await.is_err() {
-                    return; // The client stopped or reset the stream.
-                }
+        let polled = std::future::poll_fn(|cx| match service.as_mut().poll(cx) {
+            Poll::Ready(response) => Poll::Ready(Some(response)),
+            Poll::Pending if hints.is_empty() => Poll::Pending,
+            Poll::Pending => Poll::Ready(None),
+        })
+        .await;
+        while let Some(hint) = hints.pop() {
+            if send.send_response(informational(hint)).await.is_err() {
+                return; // The client stopped or reset the stream.
             }
         }
-    };
-    // Hints queued as the response came still go before it.
-    while let Ok(hint) = hints.try_recv() {
-        if send.send_response(informational(hint)).await.is_err() {
-            return;
+        if let Some(response) = polled {
+            break response;
         }
-    }
+    };
     write_response(&mut send, response, conn.shared.config.date_header).await;
 }
 
