@@ -5,16 +5,28 @@ No third-party imports: this module is imported inside the server process, which
 
 import hashlib
 
-# 1 MiB of a fixed, non-trivial pattern; the logical stream of N bytes is this block repeated.
-BLOCK = (bytes(range(251)) * 4200)[: 1 << 20]  # period 251: never aligned with chunk sizes
-_DOUBLE = BLOCK + BLOCK
+# The logical stream of N bytes is a 1 MiB block of a fixed, non-trivial pattern, repeated:
+# byte i of the block is i % 251 (a period never aligned with chunk sizes).
+BLOCK_SIZE = 1 << 20
+_PERIOD = bytes(range(251))
 
 
 def pattern_chunk(offset, size):
-    """Bytes [offset, offset+size) of the infinite repeated pattern (size <= 1 MiB)."""
-    assert size <= len(BLOCK)
-    start = offset % len(BLOCK)
-    return _DOUBLE[start : start + size]
+    """Bytes [offset, offset+size) of the infinite repeated pattern (size <= 1 MiB).
+
+    Built per call rather than sliced from a prebuilt block: every server process imports
+    this module (each forked worker too), and megabytes written at import are an app's cost
+    that a benchmark of worker start-up should not carry."""
+    assert size <= BLOCK_SIZE
+    out = bytearray()
+    pos = offset
+    while len(out) < size:
+        in_block = pos % BLOCK_SIZE
+        n = min(size - len(out), BLOCK_SIZE - in_block)
+        phase = in_block % 251
+        out += (_PERIOD * ((phase + n) // 251 + 1))[phase : phase + n]
+        pos += n
+    return bytes(out)
 
 
 def iter_pattern(total, chunk=1 << 20):
