@@ -43,7 +43,9 @@ H3LOAD_DIR = os.path.join(HERE, "h3load")
 
 def build_h3load():
     subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=H3LOAD_DIR, check=True)
-    return os.path.join(H3LOAD_DIR, "target", "release", "h3load")
+    # cargo puts the binary under CARGO_TARGET_DIR when that is set (relative to the project).
+    target = os.path.join(H3LOAD_DIR, os.environ.get("CARGO_TARGET_DIR", "target"))
+    return os.path.join(target, "release", "h3load")
 
 
 def process_tree(pid):
