@@ -1,8 +1,9 @@
 """HTTP/3 throughput: ferrocorn ``--http3`` against hypercorn ``--quic-bind``, and ferrocorn's
 own HTTP/3 against its HTTP/2 on TLS, one worker each, in one run.
 
-The HTTP/3 load is ``benchmarks/h3load`` (our own small generator on quinn + h3; built here
-with ``cargo build --release`` in its own workspace), the HTTP/2 one h2load. The app is
+The HTTP/3 load is ``benchmarks/h3load`` (our own small generator: HTTP/3 framing of its own
+on quinn; built here with ``cargo build --release`` in its own workspace, into
+``CARGO_TARGET_DIR`` when that is set), the HTTP/2 one h2load. The app is
 ``h2_tls:app`` (a plaintext "Hello, World!"), the certificate a self-signed one (openssl).
 Each server runs pinned to CPU 0, the load generator to CPU 1; the server's CPU time is read
 from /proc around each run, giving CPU µs per request beside req/s. Each round also shows
@@ -43,7 +44,9 @@ H3LOAD_DIR = os.path.join(HERE, "h3load")
 
 def build_h3load():
     subprocess.run(["cargo", "build", "--release", "--quiet"], cwd=H3LOAD_DIR, check=True)
-    return os.path.join(H3LOAD_DIR, "target", "release", "h3load")
+    # cargo puts the binary under CARGO_TARGET_DIR when that is set (relative to the project).
+    target = os.path.join(H3LOAD_DIR, os.environ.get("CARGO_TARGET_DIR", "target"))
+    return os.path.join(target, "release", "h3load")
 
 
 def process_tree(pid):
