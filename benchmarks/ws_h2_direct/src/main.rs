@@ -26,7 +26,17 @@
 //! copied (and unmasked) straight into the app's `bytes`, so there the first is the copy
 //! out of h2's buffers. What the transports share cancels in a difference between them.
 
+// ferrocorn's own socket batching under h2, the same source file, so that both HTTP/2
+// servers here batch their socket I/O as ferrocorn does.
+#[path = "../../../src/server/h2_batch.rs"]
 mod batch;
+
+/// What `h2_batch.rs` takes from ferrocorn's `cork` module.
+mod cork {
+    pub(crate) fn no_wake() -> std::task::Waker {
+        std::task::Waker::noop().clone()
+    }
+}
 
 use std::future::poll_fn;
 use std::io;
