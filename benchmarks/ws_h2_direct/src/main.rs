@@ -31,6 +31,12 @@
 #[path = "../../../src/server/h2_batch.rs"]
 mod batch;
 
+// ferrocorn's WebSocket frame code (its masking is what the echo uses).
+#[allow(dead_code)]
+#[path = "../../../src/ws/frame.rs"]
+mod frame;
+use frame::apply_mask;
+
 /// What `h2_batch.rs` takes from ferrocorn's `cork` module.
 mod cork {
     pub(crate) fn no_wake() -> std::task::Waker {
@@ -253,12 +259,7 @@ async fn direct_stream(
         }
         let (opcode, len, extra) = frame_len(&head);
         recv.fill(&mut head[2..2 + extra + 4]).await?;
-        let len = match extra {
-            0 => len,
-            2 => u16::from_be_bytes([head[2], head[3]]) as usize,
-            _ => u64::from_be_bytes(head[2..10].try_into().unwrap_or_default()) as usize,
-        };
-        let mask: [u8; 4] = head[2 + extra..6 + extra].try_into().unwrap_or_default();
+        let (len, mask) = length_and_mask(&head, len, extra);
         if opcode == 0x8 {
             send.send_data(Bytes::new(), true)?;
             return Ok(());
@@ -354,12 +355,7 @@ where
         }
         let (opcode, len, extra) = frame_len(&head);
         io.read_exact(&mut head[2..2 + extra + 4]).await?;
-        let len = match extra {
-            0 => len,
-            2 => u16::from_be_bytes([head[2], head[3]]) as usize,
-            _ => u64::from_be_bytes(head[2..10].try_into().unwrap_or_default()) as usize,
-        };
-        let mask: [u8; 4] = head[2 + extra..6 + extra].try_into().unwrap_or_default();
+        let (len, mask) = length_and_mask(&head, len, extra);
         if opcode == 0x8 {
             io.shutdown().await?;
             return Ok(());
@@ -438,22 +434,14 @@ fn framed(mut message: Vec<u8>, opcode: u8, len: usize) -> Vec<u8> {
     message
 }
 
-/// ferrocorn's `ws::frame::apply_mask`.
-fn apply_mask(data: &mut [u8], key: [u8; 4], offset: usize) {
-    let r = offset % 4;
-    let key = [key[r], key[(r + 1) % 4], key[(r + 2) % 4], key[(r + 3) % 4]];
-    let mut repeated = [0u8; 16];
-    for (i, byte) in repeated.iter_mut().enumerate() {
-        *byte = key[i % 4];
-    }
-    let wide = u128::from_ne_bytes(repeated);
-    let mut chunks = data.chunks_exact_mut(16);
-    for chunk in &mut chunks {
-        let mut word = [0u8; 16];
-        word.copy_from_slice(chunk);
-        chunk.copy_from_slice(&(u128::from_ne_bytes(word) ^ wide).to_ne_bytes());
-    }
-    for (byte, k) in chunks.into_remainder().iter_mut().zip(key.iter().cycle()) {
-        *byte ^= k;
-    }
+/// The payload length and masking key of a client frame whose whole header is in `head`
+/// (`len`, `extra`: what `frame_len` read from its first two bytes).
+fn length_and_mask(head: &[u8; 14], len: usize, extra: usize) -> (usize, [u8; 4]) {
+    let len = match extra {
+        0 => len,
+        2 => u16::from_be_bytes([head[2], head[3]]) as usize,
+        _ => u64::from_be_bytes(head[2..10].try_into().unwrap_or_default()) as usize,
+    };
+    let mask: [u8; 4] = head[2 + extra..6 + extra].try_into().unwrap_or_default();
+    (len, mask)
 }
