@@ -9,6 +9,10 @@
 
 use bytes::{Buf, BytesMut};
 
+// The extension's QPACK/HPACK prefixed-integer encoder, the same source file.
+#[path = "../../../src/http/prefix_int.rs"]
+mod prefix_int;
+
 pub const FRAME_DATA: u64 = 0x00;
 pub const FRAME_HEADERS: u64 = 0x01;
 pub const FRAME_SETTINGS: u64 = 0x04;
@@ -64,21 +68,6 @@ fn read_prefix_int(buf: &[u8], bits: u32) -> Result<(u64, usize), Malformed> {
     Err(Malformed)
 }
 
-fn put_prefix_int(out: &mut Vec<u8>, first: u8, bits: u32, value: usize) {
-    let max = (1usize << bits) - 1;
-    if value < max {
-        out.push(first | value as u8);
-        return;
-    }
-    out.push(first | max as u8);
-    let mut rest = value - max;
-    while rest >= 0x80 {
-        out.push(0x80 | (rest & 0x7f) as u8);
-        rest >>= 7;
-    }
-    out.push(rest as u8);
-}
-
 /// The HEADERS frame of `GET path` to `authority` over https: indexed static entries for
 /// `:method GET`, `:scheme https` and `:path /`, literals with a static name reference for
 /// the others, no Huffman coding.
@@ -101,8 +90,8 @@ pub fn request_headers_frame(authority: &str, path: &str) -> Vec<u8> {
 }
 
 fn literal_with_static_name(out: &mut Vec<u8>, index: usize, value: &[u8]) {
-    put_prefix_int(out, 0x50, 4, index); // 01 N=0 T=1, 4-bit index
-    put_prefix_int(out, 0x00, 7, value.len()); // H=0, 7-bit length
+    prefix_int::encode(out, 4, 0x50, index as u64); // 01 N=0 T=1, 4-bit index
+    prefix_int::encode(out, 7, 0x00, value.len() as u64); // H=0, 7-bit length
     out.extend_from_slice(value);
 }
 
@@ -416,7 +405,7 @@ mod tests {
             (3, 7000),
         ] {
             let mut out = Vec::new();
-            put_prefix_int(&mut out, 0, bits, v);
+            prefix_int::encode(&mut out, bits as u8, 0, v as u64);
             assert_eq!(read_prefix_int(&out, bits), Ok((v as u64, out.len())));
         }
     }
