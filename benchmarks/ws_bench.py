@@ -839,11 +839,6 @@ def main():
     return 0
 
 
-def us_per_msg(result):
-    """Server CPU µs per message (round trip) of one run."""
-    return result["server_cpu"] / result["msgs_per_s"] * 1e6
-
-
 def median_of(runs, key):
     return statistics.median(r[key] for r in runs)
 
@@ -866,7 +861,7 @@ def transport_report(scenarios, transports):
             runs = transports.get((scenario, transport), [])
             if not runs:
                 continue
-            us = statistics.median(us_per_msg(r) for r in runs)
+            us = median_of(runs, "server_us_per_msg")
             medians[transport] = (median_of(runs, key), us)
             lines.append(
                 "| %s | %s | %.1f %s | %s | %.0f%% | %.1f |"
@@ -882,7 +877,7 @@ def transport_report(scenarios, transports):
             )
         if len(medians) == 2:
             pairs = [
-                us_per_msg(h2) / us_per_msg(h1)
+                h2["server_us_per_msg"] / h1["server_us_per_msg"]
                 for h1, h2 in zip(transports[(scenario, "h1")], transports[(scenario, "h2")])
             ]
             lines.append(
