@@ -1,6 +1,7 @@
 #!/bin/bash
 # usage: recycle.sh PORT EXTRA...   (from the repo root; PYTHON= an interpreter with ferrocorn)
-# 2 workers of tests.apps.basic:app under `wrk -t2 -c16 -d10s` on /hello; prints req/s, p99,
+# 2 workers of tests.apps.basic:app (or APP=module:attr) under `wrk -t2 -c16 -d10s` on /hello
+# (or URLPATH=/path; CONNS=N connections); prints req/s, p99,
 # wrk's errors, the server tree's CPU (user+sys of the supervisor and all its descendants)
 # per request, its minor page faults and context switches per request, and how many workers
 # started.
@@ -9,12 +10,12 @@ log=/tmp/ferrocorn-recycle-srv-$port.log
 # As deployed: the app's bytecode cached (compileall writes it even under PYTHONDONTWRITEBYTECODE),
 # so that each worker that imports the app does not compile it again.
 ${PYTHON:-python3} -m compileall -q tests > /dev/null
-PYTHONPATH=. /usr/bin/time -f "TREECPU %U %S %R %c %w" ${PYTHON:-python3} -m ferrocorn tests.apps.basic:app \
+PYTHONPATH=. /usr/bin/time -f "TREECPU %U %S %R %c %w" ${PYTHON:-python3} -m ferrocorn ${APP:-tests.apps.basic:app} \
     --port $port --no-access-log --workers 2 "$@" > $log 2>&1 &
 pid=$!
 for i in $(seq 100); do [ "$(grep -c 'Started worker' $log 2>/dev/null)" -ge 2 ] && break; sleep 0.1; done
 sleep 0.5
-out=$(wrk -t2 -c16 -d${DUR:-10}s --latency http://127.0.0.1:$port/hello)
+out=$(wrk -t2 -c${CONNS:-16} -d${DUR:-10}s --latency http://127.0.0.1:$port${URLPATH:-/hello})
 pkill -TERM -P $pid; wait $pid
 rps=$(echo "$out" | awk '/Requests\/sec/{print $2}')
 reqs=$(echo "$out" | awk '/requests in/{print $1}')
