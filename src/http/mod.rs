@@ -1,6 +1,7 @@
 //! HTTP rules as plain Rust, used by the tokio side: request-head checks (`h1_request`,
 //! `headers`), reading a request body within its limits (`body_reader`), the responses the
-//! server makes itself (`responses`), HTTP/3's `Date` (`date`), HPACK/QPACK's prefixed integers (`prefix_int`), and the static
+//! server makes itself (`responses`), HTTP/3's `Date` (`date`), HPACK/QPACK's prefixed
+//! integers (`prefix_int`), QUIC's variable-length integers (`quic_varint`), and the static
 //! route's rules (`static_files`). No threads, no Python.
 
 pub(crate) mod body_reader;
@@ -11,5 +12,6 @@ pub(crate) mod header_order;
 pub(crate) mod headers;
 pub(crate) mod prefix_int;
 pub(crate) mod probes;
+pub(crate) mod quic_varint;
 pub(crate) mod responses;
 pub(crate) mod static_files;

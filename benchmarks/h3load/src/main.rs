@@ -111,7 +111,7 @@ async fn one_connection(
     let mut control = conn.open_uni().await.map_err(|e| e.to_string())?;
     let mut prelude = Vec::new();
     for v in [wire::STREAM_CONTROL, wire::FRAME_SETTINGS, 0] {
-        wire::put_varint(&mut prelude, v);
+        wire::quic_varint::put(&mut prelude, v);
     }
     control
         .write_all(&prelude)

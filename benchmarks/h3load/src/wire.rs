@@ -12,6 +12,9 @@ use bytes::{Buf, BytesMut};
 // The extension's QPACK/HPACK prefixed-integer encoder, the same source file.
 #[path = "../../../src/http/prefix_int.rs"]
 mod prefix_int;
+// And its QUIC variable-length integers.
+#[path = "../../../src/http/quic_varint.rs"]
+pub mod quic_varint;
 
 pub const FRAME_DATA: u64 = 0x00;
 pub const FRAME_HEADERS: u64 = 0x01;
@@ -22,30 +25,6 @@ pub const STREAM_CONTROL: u64 = 0x00;
 const MAX_FIELD_SECTION: usize = 64 * 1024;
 /// Entries in QPACK's static table (RFC 9204 appendix A).
 const STATIC_TABLE_LEN: u64 = 99;
-
-/// A QUIC variable-length integer (RFC 9000 section 16): `(value, bytes used)`, or `None`
-/// when `buf` ends first.
-pub fn read_varint(buf: &[u8]) -> Option<(u64, usize)> {
-    let first = *buf.first()?;
-    let len = 1usize << (first >> 6);
-    if buf.len() < len {
-        return None;
-    }
-    let mut value = u64::from(first & 0x3f);
-    for &b in &buf[1..len] {
-        value = (value << 8) | u64::from(b);
-    }
-    Some((value, len))
-}
-
-pub fn put_varint(out: &mut Vec<u8>, value: u64) {
-    match value {
-        0..=0x3f => out.push(value as u8),
-        0x40..=0x3fff => out.extend_from_slice(&(0x4000 | value as u16).to_be_bytes()),
-        0x4000..=0x3fff_ffff => out.extend_from_slice(&(0x8000_0000 | value as u32).to_be_bytes()),
-        _ => out.extend_from_slice(&(0xc000_0000_0000_0000 | value).to_be_bytes()),
-    }
-}
 
 /// A QPACK/HPACK prefixed integer (RFC 7541 section 5.1) whose prefix is the low `bits` of
 /// `buf[0]`: `(value, bytes used)`.
@@ -83,8 +62,8 @@ pub fn request_headers_frame(authority: &str, path: &str) -> Vec<u8> {
         literal_with_static_name(&mut block, 1, path.as_bytes());
     }
     let mut frame = Vec::with_capacity(block.len() + 3);
-    put_varint(&mut frame, FRAME_HEADERS);
-    put_varint(&mut frame, block.len() as u64);
+    quic_varint::put(&mut frame, FRAME_HEADERS);
+    quic_varint::put(&mut frame, block.len() as u64);
     frame.extend_from_slice(&block);
     frame
 }
@@ -127,10 +106,10 @@ impl ResponseReader {
         }
         self.pending.extend_from_slice(chunk);
         loop {
-            let Some((ty, n1)) = read_varint(&self.pending) else {
+            let Some((ty, n1)) = quic_varint::read(&self.pending) else {
                 return Ok(());
             };
-            let Some((len, n2)) = read_varint(&self.pending[n1..]) else {
+            let Some((len, n2)) = quic_varint::read(&self.pending[n1..]) else {
                 return Ok(());
             };
             let head = n1 + n2;
@@ -377,20 +356,10 @@ mod tests {
 
     fn frame(ty: u64, payload: &[u8]) -> Vec<u8> {
         let mut out = Vec::new();
-        put_varint(&mut out, ty);
-        put_varint(&mut out, payload.len() as u64);
+        quic_varint::put(&mut out, ty);
+        quic_varint::put(&mut out, payload.len() as u64);
         out.extend_from_slice(payload);
         out
-    }
-
-    #[test]
-    fn varints_round_trip() {
-        for v in [0, 63, 64, 16383, 16384, 1 << 30, (1 << 62) - 1] {
-            let mut out = Vec::new();
-            put_varint(&mut out, v);
-            assert_eq!(read_varint(&out), Some((v, out.len())));
-            assert_eq!(read_varint(&out[..out.len() - 1]), None);
-        }
     }
 
     #[test]
@@ -413,8 +382,8 @@ mod tests {
     #[test]
     fn request_frame_is_a_static_field_section() {
         let frame = request_headers_frame("localhost:4433", "/x");
-        let (ty, n1) = read_varint(&frame).unwrap();
-        let (len, n2) = read_varint(&frame[n1..]).unwrap();
+        let (ty, n1) = quic_varint::read(&frame).unwrap();
+        let (len, n2) = quic_varint::read(&frame[n1..]).unwrap();
         assert_eq!(ty, FRAME_HEADERS);
         assert_eq!(len as usize, frame.len() - n1 - n2);
         let block = &frame[n1 + n2..];

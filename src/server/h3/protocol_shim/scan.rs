@@ -10,6 +10,7 @@
 use bytes::{Bytes, BytesMut};
 
 use super::qpack::rewrite_protocol;
+use crate::http::quic_varint;
 
 const HEADERS: u64 = 0x01;
 
@@ -130,40 +131,19 @@ impl FirstHeaders {
 
 /// A frame's type and payload length, and the length of those two varints.
 fn frame_header(buf: &[u8]) -> Option<(u64, u64, usize)> {
-    let (kind, a) = varint(buf)?;
-    let (length, b) = varint(&buf[a..])?;
+    let (kind, a) = quic_varint::read(buf)?;
+    let (length, b) = quic_varint::read(&buf[a..])?;
     Some((kind, length, a + b))
-}
-
-/// RFC 9000 §16 variable-length integer: its value and its length.
-fn varint(buf: &[u8]) -> Option<(u64, usize)> {
-    let first = *buf.first()?;
-    let len = 1usize << (first >> 6);
-    let bytes = buf.get(..len)?;
-    let mut value = u64::from(first & 0x3f);
-    for byte in &bytes[1..] {
-        value = (value << 8) | u64::from(*byte);
-    }
-    Some((value, len))
-}
-
-fn put_varint(out: &mut Vec<u8>, value: u64) {
-    match value {
-        0..=0x3f => out.push(value as u8),
-        0x40..=0x3fff => out.extend_from_slice(&(value as u16 | 0x4000).to_be_bytes()),
-        0x4000..=0x3fff_ffff => out.extend_from_slice(&(value as u32 | 0x8000_0000).to_be_bytes()),
-        _ => out.extend_from_slice(&(value | 0xc000_0000_0000_0000).to_be_bytes()),
-    }
 }
 
 /// The HEADERS frame with its field section rewritten and its length fixed (its type
 /// varint kept as it came); None when there is nothing to rewrite.
 fn rewrite_frame(frame: &[u8], header_len: usize) -> Option<Vec<u8>> {
     let section = rewrite_protocol(&frame[header_len..])?;
-    let type_len = varint(frame).map_or(1, |(_, len)| len);
+    let type_len = quic_varint::read(frame).map_or(1, |(_, len)| len);
     let mut out = Vec::with_capacity(frame.len() + 8);
     out.extend_from_slice(&frame[..type_len]);
-    put_varint(&mut out, section.len() as u64);
+    quic_varint::put(&mut out, section.len() as u64);
     out.extend_from_slice(&section);
     Some(out)
 }
@@ -195,11 +175,11 @@ mod tests {
 
     fn frame(kind: u64, payload: &[u8], long_length: bool) -> Vec<u8> {
         let mut f = Vec::new();
-        put_varint(&mut f, kind);
+        quic_varint::put(&mut f, kind);
         if long_length {
             f.extend_from_slice(&(payload.len() as u16 | 0x4000).to_be_bytes());
         } else {
-            put_varint(&mut f, payload.len() as u64);
+            quic_varint::put(&mut f, payload.len() as u64);
         }
         f.extend_from_slice(payload);
         f
@@ -272,14 +252,5 @@ mod tests {
         assert_eq!(out.as_ptr(), chunk.as_ptr());
         assert_eq!(out, chunk);
         assert!(scan.is_done());
-    }
-
-    #[test]
-    fn varints_round_trip() {
-        for value in [0, 63, 64, 16383, 16384, 1 << 30, (1 << 62) - 1] {
-            let mut out = Vec::new();
-            put_varint(&mut out, value);
-            assert_eq!(varint(&out), Some((value, out.len())));
-        }
     }
 }
