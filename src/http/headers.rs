@@ -1,6 +1,6 @@
 //! Header checks shared by every protocol version.
 
-use http::header::{HeaderMap, HeaderName, HeaderValue, EXPECT, HOST, TE};
+use http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH, EXPECT, HOST, TE};
 use http::Version;
 
 pub(crate) const SERVER_NAME: HeaderValue = HeaderValue::from_static("ferrocorn");
@@ -148,6 +148,23 @@ pub(crate) fn has_forwarding_header(headers: &http::HeaderMap) -> bool {
         let name = name.as_str().as_bytes();
         name == b"forwarded" || name.starts_with(b"x-forwarded-")
     })
+}
+
+/// The announced body length; Err for a value that is no length, or lengths that disagree.
+pub(crate) fn content_length(headers: &HeaderMap) -> Result<Option<u64>, ()> {
+    let mut length = None;
+    for value in headers.get_all(CONTENT_LENGTH) {
+        let n = value
+            .to_str()
+            .ok()
+            .and_then(|text| text.trim().parse::<u64>().ok())
+            .ok_or(())?;
+        if length.is_some_and(|seen| seen != n) {
+            return Err(());
+        }
+        length = Some(n);
+    }
+    Ok(length)
 }
 
 #[cfg(test)]

@@ -24,14 +24,13 @@ use bytes::BytesMut;
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
 
 use crate::bridge::EarlyHint;
-use crate::server::h2_hints::H2StreamHints;
 
 /// At most this many bytes of HTTP/1.1 hints wait for the client at once; hints beyond it
 /// are dropped (they are optional, RFC 8297 §2): a client that does not read cannot make
 /// an app that keeps hinting hold memory without bound.
 const MAX_PENDING: usize = 16 * 1024;
 
-/// HTTP/3: hints queued for the request stream's writer; more are dropped.
+/// HTTP/2 and HTTP/3: hints queued for the request stream's writer; more are dropped.
 const H3_QUEUE: usize = 8;
 
 /// Where a request's hints go.
@@ -40,10 +39,9 @@ pub(crate) enum HintsOut<'a> {
     Dropped,
     /// HTTP/1.1: the connection's write side.
     Http1(&'a Http1Hints),
-    /// HTTP/2: the connection's write side, on the request's stream.
-    Http2(H2StreamHints),
-    /// HTTP/3: the request stream's writer.
-    Http3(&'a H3Hints),
+    /// HTTP/2 and HTTP/3: the request stream's writer (`server::h2::stream`,
+    /// `server::h3::request`).
+    Queued(&'a StreamHints),
 }
 
 impl HintsOut<'_> {
@@ -51,22 +49,21 @@ impl HintsOut<'_> {
         match self {
             HintsOut::Dropped => {}
             HintsOut::Http1(hints) => hints.push(&hint),
-            HintsOut::Http2(hints) => hints.push(&hint),
-            HintsOut::Http3(hints) => hints.push(hint),
+            HintsOut::Queued(hints) => hints.push(hint),
         }
     }
 }
 
-/// An HTTP/3 request's hints not yet written. The service future and the stream's writer
-/// run in the same task (`h3::request` polls the service, then writes what it queued), so
+/// An HTTP/2 or HTTP/3 request's hints not yet written. The service future and the stream's
+/// writer run in the same task (`h2::stream` and `h3::request` poll the service, then writes what it queued), so
 /// a queue borrowed by both does, without the channel (two allocations) that every request
 /// paid for before any app sent a hint: nothing is allocated until a hint comes.
 #[derive(Default)]
-pub(crate) struct H3Hints {
+pub(crate) struct StreamHints {
     queue: Mutex<VecDeque<EarlyHint>>,
 }
 
-impl H3Hints {
+impl StreamHints {
     fn queue(&self) -> std::sync::MutexGuard<'_, VecDeque<EarlyHint>> {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -198,7 +195,8 @@ fn write_head(out: &mut BytesMut, links: &[HeaderValue]) {
     out.extend_from_slice(b"\r\n");
 }
 
-/// HTTP/3: the 103 as a response head for `RequestStream::send_response`.
+/// HTTP/2 and HTTP/3: the 103 as a response head (h2's `send_informational`, h3's
+/// `send_response`).
 pub(crate) fn informational(hint: EarlyHint) -> Response<()> {
     let mut headers = HeaderMap::with_capacity(hint.links.len());
     for value in hint.links {
