@@ -20,7 +20,7 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 
-use crate::server::h2::H2Body;
+use crate::http::h2_body::H2Body;
 
 /// A request body as a protocol delivers it: hyper's (HTTP/1.1), h2's stream (HTTP/2,
 /// `server::h2::H2Body`), or another protocol's adapter (HTTP/3's over its QUIC stream).

@@ -6,17 +6,15 @@
 //!
 //! `driver`: the connection (handshake, settings, accepting streams, keep-alive PING,
 //! graceful shutdown); `stream`: one request stream (checks, the service call, early hints,
-//! the client's reset); `body`: the request body as an `http_body::Body` releasing
-//! flow-control window as it is taken; `response`: a response written into the stream with
+//! the client's reset); `response`: a response written into the stream with
 //! h2's send-capacity backpressure; `websocket` and `ws_io`: an extended CONNECT served by
-//! the WebSocket session over the stream.
+//! the WebSocket session over the stream. The request body (h2's `RecvStream` as an
+//! `http_body::Body`) is the protocol layer's: `http::h2_body`.
 
-mod body;
 mod driver;
 mod response;
 mod stream;
 mod websocket;
 mod ws_io;
 
-pub(crate) use body::H2Body;
 pub(crate) use driver::H2Connection;

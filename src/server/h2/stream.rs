@@ -17,10 +17,10 @@ use http::{Request, StatusCode};
 
 use crate::bridge::ResponseBody;
 use crate::http::body_reader::InBody;
+use crate::http::h2_body::H2Body;
 use crate::http::headers::{content_length, h2_request_is_malformed};
 use crate::server::conn_state::ConnCtx;
 use crate::server::early_hints::{informational, StreamHints};
-use crate::server::h2::body::H2Body;
 use crate::server::h2::response::write_response;
 use crate::server::h2::websocket::serve_websocket;
 use crate::server::service::{handle_multiplexed_request, TrackedBody};
