@@ -174,7 +174,7 @@ pub(crate) async fn handle_multiplexed_websocket<F, Io>(
 ) -> Response<TrackedBody>
 where
     F: Future<Output = Option<Io>> + Send + 'static,
-    Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    Io: crate::ws::stream::WsTransport + Send + 'static,
 {
     let in_flight = match admit(&conn, || true).await {
         Ok(in_flight) => in_flight,

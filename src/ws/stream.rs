@@ -7,7 +7,10 @@
 //! progress lives in the reader, the only await is a read into its buffer), which is what
 //! lets the session race it against other events in `select!`.
 
+use std::future::poll_fn;
 use std::io::{self, IoSlice};
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
 
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -333,6 +336,30 @@ const KEEP_MAX: usize = 64 * 1024;
 /// megabyte-sized buffer is allocated (and faulted in) per message.
 const PIECE_MAX: usize = 256 * 1024;
 
+/// The socket a WebSocket session runs on. A transport that frames owned `Bytes` itself (an
+/// HTTP/2 stream: h2 sends a `Bytes` as DATA frames without copying it) takes a large
+/// message's payload as it is, instead of as a slice that it would have to copy.
+pub(crate) trait WsTransport: AsyncRead + AsyncWrite + Unpin {
+    /// Whether `poll_write_owned` saves a copy over `poll_write`.
+    fn takes_owned(&self) -> bool {
+        false
+    }
+
+    /// Writes some of `data`, advancing it past what was taken.
+    fn poll_write_owned(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &mut Bytes,
+    ) -> Poll<io::Result<()>> {
+        let n = ready!(self.as_mut().poll_write(cx, data))?;
+        if n == 0 {
+            return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+        }
+        data.advance(n);
+        Poll::Ready(Ok(()))
+    }
+}
+
 pub(crate) struct WsWriter {
     deflater: Option<Deflater>,
     compressed: Vec<u8>,
@@ -370,6 +397,26 @@ impl WsWriter {
             }
         }
         write_frame(io, &mut self.scratch, opcode, false, payload).await
+    }
+
+    /// `message` for a payload the caller owns: over a transport that takes owned bytes
+    /// (`WsTransport::takes_owned`) a large uncompressed one goes out without a copy, as
+    /// its header and then the payload itself.
+    pub(crate) async fn message_owned<W: WsTransport>(
+        &mut self,
+        io: &mut W,
+        text: bool,
+        payload: Bytes,
+    ) -> io::Result<()> {
+        if self.deflater.is_some() || payload.len() <= COPY_MAX || !io.takes_owned() {
+            return self.message(io, text, &payload).await;
+        }
+        let opcode = if text { OpCode::Text } else { OpCode::Binary };
+        let mut head = [0u8; MAX_SERVER_HEADER];
+        let n = encode_header(&mut head, true, false, opcode, payload.len());
+        write_owned(io, Bytes::copy_from_slice(&head[..n])).await?;
+        write_owned(io, payload).await?;
+        io.flush().await
     }
 
     /// Send a ping, pong or close frame (payload at most 125 bytes).
@@ -413,6 +460,13 @@ async fn write_frame<W: AsyncWrite + Unpin>(
         }
     }
     io.flush().await
+}
+
+async fn write_owned<W: WsTransport>(io: &mut W, mut data: Bytes) -> io::Result<()> {
+    while !data.is_empty() {
+        poll_fn(|cx| Pin::new(&mut *io).poll_write_owned(cx, &mut data)).await?;
+    }
+    Ok(())
 }
 
 async fn write_all_vectored<W: AsyncWrite + Unpin>(

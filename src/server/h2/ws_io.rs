@@ -15,6 +15,8 @@ use bytes::{Buf, Bytes, BytesMut};
 use h2::{RecvStream, SendStream};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use crate::ws::stream::WsTransport;
+
 /// The most bytes one write asks h2 for: a DATA frame's worth is granted at a time anyway.
 const MAX_WRITE: usize = 256 * 1024;
 
@@ -61,6 +63,25 @@ impl H2Io {
         self.send
             .send_data(data, false)
             .map_err(|_| io::ErrorKind::BrokenPipe.into())
+    }
+}
+
+impl WsTransport for H2Io {
+    fn takes_owned(&self) -> bool {
+        true
+    }
+
+    /// As much of `data` as h2 grants now, handed over as it is (a slice of the same
+    /// allocation): h2 frames it without a copy.
+    fn poll_write_owned(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &mut Bytes,
+    ) -> Poll<io::Result<()>> {
+        let this = self.get_mut();
+        let n = ready!(this.poll_granted(cx, data.len()))?;
+        let piece = data.split_to(n.min(data.len()));
+        Poll::Ready(this.send(piece))
     }
 }
 
