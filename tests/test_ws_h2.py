@@ -321,6 +321,20 @@ def test_two_sockets_and_a_get_on_one_connection(server):
         assert a.recv_until((TEXT,))[0].payload == b"after b"
 
 
+def test_large_messages_both_ways(server):
+    """Messages larger than a DATA frame and than the stream window, both ways: the server
+    sends each as h2 grants capacity (pieces of the message itself) and the client gets it
+    whole, byte for byte; a medium one after a large one too."""
+    large = bytes(range(256)) * 4096 + b"tail"
+    with H2WebSocket(server.port, "/echo") as ws:
+        for payload in (large, large[:70001], large[:16385]):
+            ws.send_frame(BINARY, payload)
+            frame = ws.recv_until((BINARY,), timeout=20)[0]
+            assert len(frame.payload) == len(payload) and frame.payload == payload
+        ws.send_text("after")
+        assert ws.recv_until((TEXT,))[0].payload == b"after"
+
+
 def test_slow_reader_does_not_stall_the_other_streams(server, client):
     """A socket whose client stops reading fills only its own stream window: the app's
     send() waits, and the other socket and requests of the connection go on."""
