@@ -8,12 +8,11 @@
 //! before its head. Pipelined requests keep their order: hyper serves one request of a
 //! connection at a time, and a request's hints go out while its response is awaited.
 //!
-//! HTTP/2: hyper does not expose h2's `send_informational`, so the service future hands a
-//! ready HEADERS frame to the connection's I/O wrapper, which writes it between h2's frames
-//! on the request's stream and learns that stream's id from the frames it reads
-//! (`server::h2_hints`); the final response is held back the same way until the frame is
-//! taken. HTTP/3 sends a 103 HEADERS frame on the request stream (`h3::request`). HTTP/1.0
-//! has no 1xx: hints are dropped there.
+//! HTTP/2 and HTTP/3: the service future queues each hint (`StreamHints`) for the stream's
+//! task, which polls the service and sends what it queued before the wait goes on: h2's
+//! `send_informational` (`h2::stream`), a 103 HEADERS frame on the request stream
+//! (`h3::request`); the hints queued as the response came still go before its head.
+//! HTTP/1.0 has no 1xx: hints are dropped there.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -35,7 +34,7 @@ const H3_QUEUE: usize = 8;
 
 /// Where a request's hints go.
 pub(crate) enum HintsOut<'a> {
-    /// HTTP/1.0 (and an HTTP/2 stream whose id is unknown, see `server::h2_hints`): nowhere.
+    /// HTTP/1.0: nowhere.
     Dropped,
     /// HTTP/1.1: the connection's write side.
     Http1(&'a Http1Hints),
@@ -55,7 +54,8 @@ impl HintsOut<'_> {
 }
 
 /// An HTTP/2 or HTTP/3 request's hints not yet written. The service future and the stream's
-/// writer run in the same task (`h2::stream` and `h3::request` poll the service, then writes what it queued), so
+/// writer run in the same task (`h2::stream` and `h3::request` poll the service, then write
+/// what it queued), so
 /// a queue borrowed by both does, without the channel (two allocations) that every request
 /// paid for before any app sent a hint: nothing is allocated until a hint comes.
 #[derive(Default)]

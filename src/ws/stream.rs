@@ -330,10 +330,10 @@ const NOT_NEGOTIATED: Violation = Violation::protocol("RSV1 set without an exten
 const COPY_MAX: usize = 16 * 1024;
 /// Scratch buffers larger than this are released after use rather than kept per connection.
 const KEEP_MAX: usize = 64 * 1024;
-/// On a transport without vectored writes, the most bytes of a large payload in one write.
-/// hyper's upgraded HTTP/2 stream copies each write into a fresh allocation that h2 then
-/// frames: in pieces this size that copy is still in cache when it is framed, and no
-/// megabyte-sized buffer is allocated (and faulted in) per message.
+/// On a transport without vectored writes, the most bytes of a large payload in one write:
+/// a transport that copies each write into an allocation of its own then has that copy
+/// still in cache when it sends it, and allocates (and faults in) no megabyte-sized buffer
+/// per message.
 const PIECE_MAX: usize = 256 * 1024;
 
 /// The socket a WebSocket session runs on. A transport that frames owned `Bytes` itself (an
