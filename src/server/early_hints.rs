@@ -55,9 +55,9 @@ impl HintsOut<'_> {
 
 /// An HTTP/2 or HTTP/3 request's hints not yet written. The service future and the stream's
 /// writer run in the same task (`h2::stream` and `h3::request` poll the service, then write
-/// what it queued), so
-/// a queue borrowed by both does, without the channel (two allocations) that every request
-/// paid for before any app sent a hint: nothing is allocated until a hint comes.
+/// what it queued), so a queue borrowed by both does, without the channel (two allocations)
+/// that every request paid for before any app sent a hint: nothing is allocated until a
+/// hint comes.
 #[derive(Default)]
 pub(crate) struct StreamHints {
     queue: Mutex<VecDeque<EarlyHint>>,
