@@ -65,10 +65,11 @@ def one_round(args, path):
         wait_listening(port, server)
         before = cpu_seconds(server.pid)
         out = subprocess.run(
-            ["taskset", "-c", "1", "h2load", "-D", str(args.duration)]
-            + ["--warm-up-time", str(args.warmup), "-c", str(args.connections)]
+            ["taskset", "-c", "1", "h2load", "-D", f"{args.duration:g}"]
+            + ["--warm-up-time", f"{args.warmup:g}", "-c", str(args.connections)]
             + ["-m", str(args.streams), "-t", "1", f"http://127.0.0.1:{port}/"],
-            capture_output=True,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
             text=True,
             env=dict(os.environ, LC_ALL="C"),
         ).stdout
