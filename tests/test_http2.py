@@ -11,6 +11,7 @@ import ssl
 import subprocess
 import time
 
+import h2.events
 import httpx
 import pytest
 
@@ -282,6 +283,26 @@ def test_a_body_the_app_has_not_read_is_held_to_a_bound(server_factory, tmp_path
         (stream,) = client.wait(sid)
         result = json.loads(bytes(stream.data))
         assert result["size"] == size and result["sha256"] == pattern_sha256(size)
+
+
+def test_keep_alive_pings_and_drops_a_peer_that_stops_answering(server_factory):
+    """--http2-keep-alive-interval: the server PINGs; a client that answers stays connected
+    and served, one that stops answering is disconnected once the timeout passes."""
+    server = server_factory(
+        APP, "--http2-keep-alive-interval", "0.2", "--http2-keep-alive-timeout", "0.5"
+    )
+    with H2Client(server.port) as client:
+        pings = 0
+        while pings < 3:
+            data = client.sock.recv(65536)
+            assert data, "closed while the client answered every PING"
+            for event in client.conn.receive_data(data):
+                pings += isinstance(event, h2.events.PingReceived)
+            client.flush()  # the PING ACKs
+        assert client.get("/hello").status == 200
+        # Silent from here: what arrives is read, but the ACKs are never sent.
+        while client.sock.recv(65536):
+            pass
 
 
 # ---------------------------------------------------------------- shutdown and load
