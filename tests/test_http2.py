@@ -305,6 +305,18 @@ def test_keep_alive_pings_and_drops_a_peer_that_stops_answering(server_factory):
             pass
 
 
+def test_connection_specific_response_fields_are_dropped(server_factory):
+    """An app's HTTP/1.1 connection fields (and a TE other than "trailers") would make the
+    HTTP/2 head malformed (RFC 9113 §8.2.2): they are dropped, the rest goes out."""
+    server = server_factory(APP)
+    with H2Client(server.port) as client:
+        stream = client.get("/hop_fields")
+        assert stream.status == 200 and bytes(stream.data) == b"hop"
+        names = {name for name, _ in stream.headers}
+        assert not names & {"connection", "keep-alive", "proxy-connection", "upgrade", "te"}
+        assert stream.header("x-kept") == "yes"
+
+
 # ---------------------------------------------------------------- shutdown and load
 
 

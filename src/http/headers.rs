@@ -171,6 +171,28 @@ pub(crate) fn content_length(headers: &HeaderMap) -> Result<Option<u64>, ()> {
 mod tests {
     use super::*;
 
+    fn with_lengths(values: &[&'static str]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for value in values {
+            headers.append(CONTENT_LENGTH, HeaderValue::from_static(value));
+        }
+        headers
+    }
+
+    #[test]
+    fn content_length_agrees_or_is_refused() {
+        assert_eq!(content_length(&with_lengths(&[])), Ok(None));
+        assert_eq!(content_length(&with_lengths(&["42"])), Ok(Some(42)));
+        assert_eq!(content_length(&with_lengths(&["7", "7"])), Ok(Some(7)));
+        assert_eq!(content_length(&with_lengths(&["7", "8"])), Err(()));
+        assert_eq!(content_length(&with_lengths(&["-1"])), Err(()));
+        assert_eq!(content_length(&with_lengths(&["1e3"])), Err(()));
+        assert_eq!(
+            content_length(&with_lengths(&["99999999999999999999999"])),
+            Err(())
+        );
+    }
+
     fn h3_malformed(method: &str, uri: &str, fields: &[(&str, &str)]) -> bool {
         let mut headers = HeaderMap::new();
         for (name, value) in fields {

@@ -787,7 +787,7 @@ mod tests {
         }
     }
 
-    /// Records each write; no vectored writes, like hyper's upgraded HTTP/2 stream.
+    /// Records each write; no vectored writes.
     #[derive(Default)]
     struct PlainWrites(Vec<Vec<u8>>);
 
@@ -814,6 +814,123 @@ mod tests {
         ) -> std::task::Poll<io::Result<()>> {
             std::task::Poll::Ready(Ok(()))
         }
+    }
+
+    impl WsTransport for PlainWrites {}
+
+    impl AsyncRead for PlainWrites {
+        fn poll_read(
+            self: std::pin::Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+            _buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    /// A transport that takes owned bytes (as an HTTP/2 stream does), `grant` at a time;
+    /// keeps what it was handed.
+    struct OwnedWrites {
+        grant: usize,
+        taken: Vec<Bytes>,
+    }
+
+    impl AsyncRead for OwnedWrites {
+        fn poll_read(
+            self: std::pin::Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+            _buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    impl AsyncWrite for OwnedWrites {
+        fn poll_write(
+            self: std::pin::Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+            data: &[u8],
+        ) -> std::task::Poll<io::Result<usize>> {
+            let this = self.get_mut();
+            this.taken.push(Bytes::copy_from_slice(data));
+            std::task::Poll::Ready(Ok(data.len()))
+        }
+
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    impl WsTransport for OwnedWrites {
+        fn takes_owned(&self) -> bool {
+            true
+        }
+
+        fn poll_write_owned(
+            self: std::pin::Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+            data: &mut Bytes,
+        ) -> std::task::Poll<io::Result<()>> {
+            let this = self.get_mut();
+            let piece = data.split_to(this.grant.min(data.len()));
+            this.taken.push(piece);
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    #[tokio::test]
+    async fn an_owned_large_payload_goes_out_as_slices_of_itself() {
+        let big = Bytes::from((0..100_000u32).map(|i| i as u8).collect::<Vec<u8>>());
+        let mut io = OwnedWrites {
+            grant: 30_000,
+            taken: Vec::new(),
+        };
+        let mut w = WsWriter::new(None);
+        w.message_owned(&mut io, false, big.clone()).await.unwrap();
+        // The header alone, then the payload in the pieces granted, none of them copied.
+        assert_eq!(&io.taken[0][..], &[0x82, 127, 0, 0, 0, 0, 0, 1, 0x86, 0xA0]);
+        let pieces = &io.taken[1..];
+        assert_eq!(
+            pieces.iter().map(Bytes::len).collect::<Vec<_>>(),
+            [30_000, 30_000, 30_000, 10_000]
+        );
+        let mut at = 0;
+        for piece in pieces {
+            assert_eq!(piece.as_ptr(), big[at..].as_ptr());
+            at += piece.len();
+        }
+    }
+
+    #[tokio::test]
+    async fn an_owned_small_or_compressed_payload_is_written_as_before() {
+        let small = Bytes::from_static(b"hello");
+        let mut io = OwnedWrites {
+            grant: usize::MAX,
+            taken: Vec::new(),
+        };
+        let mut w = WsWriter::new(None);
+        w.message_owned(&mut io, true, small).await.unwrap();
+        assert_eq!(io.taken.len(), 1);
+        assert_eq!(&io.taken[0][..], b"\x81\x05hello");
+        // A transport that takes no owned bytes gets the same frame as `message` writes.
+        let big = Bytes::from(vec![7u8; 50_000]);
+        let mut plain = PlainWrites::default();
+        w.message_owned(&mut plain, false, big.clone())
+            .await
+            .unwrap();
+        let mut expected = PlainWrites::default();
+        w.message(&mut expected, false, &big).await.unwrap();
+        assert_eq!(plain.0, expected.0);
     }
 
     #[tokio::test]

@@ -12,7 +12,7 @@ use std::task::Poll;
 use bytes::Bytes;
 use h2::server::SendResponse;
 use h2::{Reason, SendStream};
-use http::header::{CONTENT_LENGTH, DATE};
+use http::header::{CONTENT_LENGTH, DATE, TE};
 use http::response::Parts;
 use http::{HeaderValue, Response};
 use http_body::{Body, Frame};
@@ -20,9 +20,18 @@ use http_body::{Body, Frame};
 use crate::http::headers::strip_connection_headers;
 use crate::server::service::TrackedBody;
 
-/// The head as h2 takes it.
+/// The head as h2 takes it: h2 refuses to send a head with an HTTP/1.1 connection field, or
+/// a `TE` other than "trailers" (RFC 9113 §8.2.2), where hyper used to drop them.
 pub(super) fn head(mut parts: Parts, date: bool) -> Response<()> {
     strip_connection_headers(&mut parts.headers);
+    let te_other_than_trailers = parts
+        .headers
+        .get_all(TE)
+        .iter()
+        .any(|value| !value.as_bytes().eq_ignore_ascii_case(b"trailers"));
+    if te_other_than_trailers {
+        parts.headers.remove(TE);
+    }
     if date && !parts.headers.contains_key(DATE) {
         parts.headers.insert(DATE, crate::http::date::now());
     }
@@ -128,5 +137,45 @@ async fn pump(mut send: SendStream<Bytes>, body: TrackedBody) {
         if eos {
             return;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parts(fields: &[(&'static str, &'static str)]) -> Parts {
+        let mut response = Response::new(());
+        for (name, value) in fields {
+            response
+                .headers_mut()
+                .append(*name, HeaderValue::from_static(value));
+        }
+        response.into_parts().0
+    }
+
+    #[test]
+    fn the_head_drops_what_h2_refuses_and_keeps_the_rest() {
+        let fields = [
+            ("connection", "close"),
+            ("keep-alive", "timeout=5"),
+            ("transfer-encoding", "chunked"),
+            ("upgrade", "foo"),
+            ("te", "gzip"),
+            ("x-kept", "yes"),
+        ];
+        let head = head(parts(&fields), false);
+        let names: Vec<_> = head.headers().keys().map(|n| n.as_str()).collect();
+        assert_eq!(names, ["x-kept"]);
+    }
+
+    #[test]
+    fn te_trailers_stays_and_date_is_added_only_when_missing() {
+        let head1 = head(parts(&[("te", "trailers")]), true);
+        assert_eq!(head1.headers()["te"], "trailers");
+        assert!(head1.headers().contains_key(DATE));
+        let head2 = head(parts(&[("date", "app's")]), true);
+        assert_eq!(head2.headers()[DATE], "app's");
+        assert!(!head(parts(&[]), false).headers().contains_key(DATE));
     }
 }
