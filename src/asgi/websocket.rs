@@ -79,6 +79,15 @@ impl Channel for WsState {
                     d.set_item(intern!(py, "bytes"), PyBytes::new(py, &data))?;
                     Ok(Some(d))
                 }
+                Ok(WsIn::BinaryMasked(payload)) => {
+                    let d = simple_message(py, intern!(py, "websocket.receive"))?;
+                    let bytes = PyBytes::new_with(py, payload.len(), |out| {
+                        payload.unmask_into(out);
+                        Ok(())
+                    })?;
+                    d.set_item(intern!(py, "bytes"), bytes)?;
+                    Ok(Some(d))
+                }
                 Err(TryRecvError::Empty) if !ex.is_closed() => Ok(None),
                 Err(_) => disconnect_message(py, closed_info()).map(Some),
             },

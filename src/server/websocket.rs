@@ -279,9 +279,12 @@ impl<Io: WsTransport> Session<Io> {
                     Ok(p) => permit = Some(p),
                     Err(_) => return CloseInfo::abnormal(),
                 },
-                incoming = self.reader.read(&mut self.io), if reading => match incoming {
+                incoming = self.reader.read_from(&mut self.io), if reading => match incoming {
                     Ok(Incoming::Text(text)) => deliver(&mut permit, WsIn::Text(text), exchange),
                     Ok(Incoming::Binary(data)) => deliver(&mut permit, WsIn::Binary(data), exchange),
+                    Ok(Incoming::BinaryMasked(data)) => {
+                        deliver(&mut permit, WsIn::BinaryMasked(data), exchange)
+                    }
                     Ok(Incoming::Ping(payload)) => {
                         // After our close frame nothing more is sent (RFC 6455 §5.5.1).
                         if closing.is_none()

@@ -28,6 +28,9 @@ pub enum Incoming {
     /// A text message; the bytes are valid UTF-8.
     Text(Bytes),
     Binary(Bytes),
+    /// A large binary message as a transport of owned chunks delivered it, still masked
+    /// (`WsReader::read_from`).
+    BinaryMasked(MaskedPayload),
     Ping(Bytes),
     Pong(Bytes),
     /// The peer's close frame: its code and reason, None when it carried no code.
@@ -51,6 +54,60 @@ const READ_CHUNK: usize = 16 * 1024;
 const TRUSTED_RESERVE: usize = 1 << 20;
 
 const INVALID_UTF8: Violation = Violation::invalid_data("invalid UTF-8 in a text message");
+
+/// A binary message's payload as a transport that hands over owned chunks (an HTTP/2
+/// stream's DATA payloads) delivered it: the chunks kept as they came, still masked, and
+/// unmasked only as they are copied into the app's `bytes` (`unmask_into`). Over HTTP/2 that
+/// copy is the only one: gathering the chunks into a buffer of ours first would be another
+/// pass over the whole message.
+#[derive(Debug, PartialEq, Eq)]
+pub struct MaskedPayload {
+    /// The payload's start, unmasked already (what the read buffer held when it began).
+    head: Bytes,
+    /// The rest, masked; the first at payload offset `head.len()`.
+    chunks: Vec<Bytes>,
+    mask: [u8; 4],
+    len: usize,
+}
+
+impl MaskedPayload {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The payload, unmasked, into `out` (which is `len()` bytes long).
+    pub fn unmask_into(&self, out: &mut [u8]) {
+        let mut at = self.head.len();
+        if let Some(dst) = out.get_mut(..at) {
+            dst.copy_from_slice(&self.head);
+        }
+        for chunk in &self.chunks {
+            let end = at + chunk.len();
+            if let Some(dst) = out.get_mut(at..end) {
+                dst.copy_from_slice(chunk);
+                apply_mask(dst, self.mask, at);
+            }
+            at = end;
+        }
+    }
+}
+
+/// A binary message being gathered as owned chunks (see `MaskedPayload`).
+struct Gathering {
+    head: Bytes,
+    chunks: Vec<Bytes>,
+    mask: [u8; 4],
+    len: usize,
+    have: usize,
+}
+
+/// Binary frames at least this large are gathered as chunks over a transport that hands
+/// them over owned; smaller ones are copied into the read buffer as before.
+const GATHER_MIN: usize = 64 * 1024;
 
 /// The frame whose payload is being received.
 struct PartialFrame {
@@ -86,6 +143,7 @@ pub struct WsReader {
     frame: Option<PartialFrame>,
     message: Option<Fragmented>,
     utf8: Utf8Validator,
+    gathering: Option<Gathering>,
 }
 
 impl WsReader {
@@ -98,6 +156,94 @@ impl WsReader {
             frame: None,
             message: None,
             utf8: Utf8Validator::default(),
+            gathering: None,
+        }
+    }
+
+    /// The next message or control frame from a session's transport: as owned chunks when
+    /// it hands them over (`WsTransport::takes_owned`), else read into the buffer.
+    pub(crate) async fn read_from<R: WsTransport>(
+        &mut self,
+        io: &mut R,
+    ) -> Result<Incoming, ReadError> {
+        if io.takes_owned() {
+            self.read_chunks(io).await
+        } else {
+            self.read(io).await
+        }
+    }
+
+    /// `read` over owned chunks: a large binary message's payload is kept as the chunks
+    /// themselves (`MaskedPayload`), everything else goes through the buffer. Cancel-safe
+    /// like `read`: a chunk, once taken, is filed before the next await.
+    async fn read_chunks<R: WsTransport>(&mut self, io: &mut R) -> Result<Incoming, ReadError> {
+        loop {
+            match &self.gathering {
+                Some(gathering) if gathering.have >= gathering.len => {
+                    return Ok(self.gathered());
+                }
+                Some(_) => {}
+                None => {
+                    if let Some(incoming) = self.parse().map_err(ReadError::Violation)? {
+                        return Ok(incoming);
+                    }
+                    if self.start_gathering() {
+                        continue;
+                    }
+                }
+            }
+            let chunk = poll_fn(|cx| Pin::new(&mut *io).poll_read_chunk(cx)).await;
+            let Ok(Some(mut chunk)) = chunk else {
+                return Err(ReadError::Lost);
+            };
+            if let Some(gathering) = &mut self.gathering {
+                let take = (gathering.len - gathering.have).min(chunk.len());
+                gathering.chunks.push(chunk.split_to(take));
+                gathering.have += take;
+            }
+            // What follows the gathered payload (the next frame's start), or a chunk of a
+            // frame that is not gathered.
+            if !chunk.is_empty() {
+                self.buf.extend_from_slice(&chunk);
+            }
+        }
+    }
+
+    /// Whether the frame just begun is gathered as chunks: a whole (unfragmented,
+    /// uncompressed) binary message of at least `GATHER_MIN` bytes, of which the buffer
+    /// holds only payload, unmasked by `parse` already.
+    fn start_gathering(&mut self) -> bool {
+        let Some(frame) = &self.frame else {
+            return false;
+        };
+        let whole_binary = frame.header.opcode == OpCode::Binary
+            && frame.header.fin
+            && !frame.header.rsv1
+            && self.message.is_none();
+        if !whole_binary || frame.len < GATHER_MIN || frame.done != self.buf.len() {
+            return false;
+        }
+        let head = self.buf.split().freeze();
+        self.gathering = Some(Gathering {
+            have: head.len(),
+            head,
+            chunks: Vec::new(),
+            mask: frame.header.mask,
+            len: frame.len,
+        });
+        self.frame = None;
+        true
+    }
+
+    fn gathered(&mut self) -> Incoming {
+        match self.gathering.take() {
+            Some(g) => Incoming::BinaryMasked(MaskedPayload {
+                head: g.head,
+                chunks: g.chunks,
+                mask: g.mask,
+                len: g.len,
+            }),
+            None => Incoming::Binary(Bytes::new()),
         }
     }
 
@@ -340,9 +486,26 @@ const PIECE_MAX: usize = 256 * 1024;
 /// HTTP/2 stream: h2 sends a `Bytes` as DATA frames without copying it) takes a large
 /// message's payload as it is, instead of as a slice that it would have to copy.
 pub(crate) trait WsTransport: AsyncRead + AsyncWrite + Unpin {
-    /// Whether `poll_write_owned` saves a copy over `poll_write`.
+    /// Whether `poll_write_owned` saves a copy over `poll_write`, and `poll_read_chunk`
+    /// one over `poll_read`.
     fn takes_owned(&self) -> bool {
         false
+    }
+
+    /// The next piece received, owned; None at the end of the stream.
+    fn poll_read_chunk(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<Option<Bytes>>> {
+        let mut room = vec![0u8; READ_CHUNK];
+        let mut buf = tokio::io::ReadBuf::new(&mut room);
+        ready!(self.as_mut().poll_read(cx, &mut buf))?;
+        let n = buf.filled().len();
+        if n == 0 {
+            return Poll::Ready(Ok(None));
+        }
+        room.truncate(n);
+        Poll::Ready(Ok(Some(Bytes::from(room))))
     }
 
     /// Writes some of `data`, advancing it past what was taken.
@@ -886,6 +1049,119 @@ mod tests {
             this.taken.push(piece);
             std::task::Poll::Ready(Ok(()))
         }
+    }
+
+    /// A transport handing over the given chunks, owned, then the end.
+    struct Chunks(std::collections::VecDeque<Bytes>);
+
+    impl AsyncRead for Chunks {
+        fn poll_read(
+            self: std::pin::Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+            _buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Ready(Err(io::ErrorKind::Unsupported.into()))
+        }
+    }
+
+    impl AsyncWrite for Chunks {
+        fn poll_write(
+            self: std::pin::Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+            data: &[u8],
+        ) -> std::task::Poll<io::Result<usize>> {
+            std::task::Poll::Ready(Ok(data.len()))
+        }
+
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    impl WsTransport for Chunks {
+        fn takes_owned(&self) -> bool {
+            true
+        }
+
+        fn poll_read_chunk(
+            self: std::pin::Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<Option<Bytes>>> {
+            std::task::Poll::Ready(Ok(self.get_mut().0.pop_front()))
+        }
+    }
+
+    fn unmasked(payload: &MaskedPayload) -> Vec<u8> {
+        let mut out = vec![0u8; payload.len()];
+        payload.unmask_into(&mut out);
+        out
+    }
+
+    #[tokio::test]
+    async fn over_owned_chunks_a_large_binary_message_is_kept_as_the_chunks() {
+        let big: Vec<u8> = (0..200_003u32).map(|i| (i * 7) as u8).collect();
+        let medium = vec![0x5Au8; 5_000];
+        let wire = [
+            frame(true, false, 0x2, &big),
+            frame(true, false, 0x1, b"after"),
+            frame(true, false, 0x2, &medium),
+        ]
+        .concat();
+        // DATA-frame-sized chunks: the first holds the header and the payload's start, one
+        // holds the payload's end and the next frames.
+        let chunks = wire.chunks(16_384).map(Bytes::copy_from_slice).collect();
+        let mut io = Chunks(chunks);
+        let mut r = reader(false);
+        match r.read_from(&mut io).await {
+            Ok(Incoming::BinaryMasked(payload)) => {
+                assert_eq!(payload.len(), big.len());
+                assert_eq!(unmasked(&payload), big);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            r.read_from(&mut io).await,
+            Ok(Incoming::Text(Bytes::from_static(b"after")))
+        );
+        // Below GATHER_MIN: through the buffer, as before.
+        assert_eq!(
+            r.read_from(&mut io).await,
+            Ok(Incoming::Binary(Bytes::from(medium)))
+        );
+        assert_eq!(r.read_from(&mut io).await, Err(ReadError::Lost));
+    }
+
+    #[tokio::test]
+    async fn over_owned_chunks_text_and_fragments_still_go_through_the_buffer() {
+        let text = "é".repeat(40_000);
+        let part: Vec<u8> = vec![1u8; 70_000];
+        let wire = [
+            frame(true, false, 0x1, text.as_bytes()),
+            frame(false, false, 0x2, &part),
+            frame(true, false, 0x0, &part),
+        ]
+        .concat();
+        let chunks = wire.chunks(10_000).map(Bytes::copy_from_slice).collect();
+        let mut io = Chunks(chunks);
+        let mut r = reader(false);
+        assert_eq!(
+            r.read_from(&mut io).await,
+            Ok(Incoming::Text(Bytes::from(text)))
+        );
+        assert_eq!(
+            r.read_from(&mut io).await,
+            Ok(Incoming::Binary(Bytes::from([part.clone(), part].concat())))
+        );
     }
 
     #[tokio::test]

@@ -71,6 +71,15 @@ impl WsTransport for H2Io {
         true
     }
 
+    /// h2's DATA payloads as they are: a large binary message is kept as these
+    /// (`ws::stream::MaskedPayload`), not copied into the session's buffer.
+    fn poll_read_chunk(
+        self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<Option<Bytes>>> {
+        self.get_mut().poll_chunk(cx)
+    }
+
     /// As much of `data` as h2 grants now, handed over as it is (a slice of the same
     /// allocation): h2 frames it without a copy.
     fn poll_write_owned(
@@ -85,6 +94,30 @@ impl WsTransport for H2Io {
     }
 }
 
+impl H2Io {
+    /// The next DATA payload, its window given back as it is taken.
+    fn poll_chunk(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<Option<Bytes>>> {
+        if !self.chunk.is_empty() {
+            return Poll::Ready(Ok(Some(std::mem::take(&mut self.chunk))));
+        }
+        if self.read_ended {
+            return Poll::Ready(Ok(None));
+        }
+        match ready!(self.recv.poll_data(cx)) {
+            Some(Ok(data)) => {
+                // Taken: the window reopens while the session works on it.
+                let _ = self.recv.flow_control().release_capacity(data.len());
+                Poll::Ready(Ok(Some(data)))
+            }
+            None => {
+                self.read_ended = true;
+                Poll::Ready(Ok(None))
+            }
+            Some(Err(_)) => Poll::Ready(Err(io::ErrorKind::ConnectionReset.into())),
+        }
+    }
+}
+
 impl AsyncRead for H2Io {
     fn poll_read(
         self: Pin<&mut Self>,
@@ -93,14 +126,8 @@ impl AsyncRead for H2Io {
     ) -> Poll<io::Result<()>> {
         let this = self.get_mut();
         while this.chunk.is_empty() && !this.read_ended {
-            match ready!(this.recv.poll_data(cx)) {
-                Some(Ok(data)) => {
-                    // Taken: the window reopens while the session works on it.
-                    let _ = this.recv.flow_control().release_capacity(data.len());
-                    this.chunk = data;
-                }
-                None => this.read_ended = true,
-                Some(Err(_)) => return Poll::Ready(Err(io::ErrorKind::ConnectionReset.into())),
+            if let Some(data) = ready!(this.poll_chunk(cx))? {
+                this.chunk = data;
             }
         }
         let n = this.chunk.len().min(buf.remaining());
