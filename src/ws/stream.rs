@@ -1,6 +1,9 @@
 //! Messages over the upgraded connection: `WsReader` turns client frames into messages
 //! (unmasking, reassembly, UTF-8 checks, decompression, size limits) and `WsWriter` turns
-//! messages into server frames (compression, one write per frame).
+//! messages into server frames (compression, one write per frame). Over a transport of owned
+//! chunks (`WsTransport::takes_owned`: an HTTP/2 stream) a large binary message goes both
+//! ways without a copy of ours: received as the chunks themselves (`MaskedPayload`), sent
+//! as slices of the app's bytes.
 //!
 //! Neither owns the socket: the session passes it in, so one task can wait for a message
 //! and, once the wait ends, write on the same socket. `WsReader::read` is cancel-safe (all
