@@ -7,6 +7,7 @@ import os
 import re
 import shutil
 import signal
+import socket
 import ssl
 import subprocess
 import time
@@ -274,7 +275,7 @@ def test_a_body_the_app_has_not_read_is_held_to_a_bound(server_factory, tmp_path
             try:
                 if not client.receive_once():
                     break
-            except TimeoutError:
+            except socket.timeout:  # TimeoutError from 3.10; PyPy 3.9 has its own
                 break  # no window given back for a while: the server holds the body back
         assert 0 < sent < 1024 * 1024, sent
         gate.touch()
