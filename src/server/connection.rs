@@ -20,7 +20,7 @@ use crate::server::cork::IoSignals;
 use crate::server::detect::{sniff, ReplayRewrite};
 use crate::server::h2::H2Connection;
 use crate::server::h2_batch::Batched;
-use crate::server::h2_guard::H2Guard;
+use crate::server::h2_guard::{H2Guard, LastHeard};
 use crate::server::idle::{
     earliest, first_bytes_timeout, sleep_until_or_never, IdleCheck, IdleRules,
 };
@@ -164,8 +164,9 @@ pub(crate) async fn serve_connection<S>(
     if http2 {
         ctx.disable_corking();
         // Ours on the h2 crate (server::h2), over the flood guard and the socket batching.
-        let io = H2Guard::new(Batched::new(io), flood_warning(&ctx));
-        let connection = Box::pin(H2Connection::new(io, ctx.clone()));
+        let heard = Arc::new(LastHeard::new());
+        let io = H2Guard::new(Batched::new(io), flood_warning(&ctx), heard.clone());
+        let connection = Box::pin(H2Connection::new(io, ctx.clone(), heard));
         let rules = IdleRules::http2(&shared.config);
         drive(
             connection,

@@ -5,6 +5,8 @@
 
 use std::io::{self, IoSlice};
 use std::pin::Pin;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::Instant;
 
@@ -32,10 +34,43 @@ pub(crate) struct H2Guard<S> {
     phase: Phase,
     /// Called once when the budget runs out, with the frames charged.
     on_flood: Option<Box<dyn FnOnce(u64) + Send>>,
+    /// When the client last sent something (`server::h2`'s keep-alive PINGs only a quiet
+    /// connection).
+    heard: Arc<LastHeard>,
+}
+
+/// When bytes last came from the client, shared by the guard (which sees every read) and the
+/// connection's keep-alive.
+pub(crate) struct LastHeard {
+    start: Instant,
+    /// Milliseconds after `start`.
+    at: AtomicU64,
+}
+
+impl LastHeard {
+    pub(crate) fn new() -> Self {
+        LastHeard {
+            start: Instant::now(),
+            at: AtomicU64::new(0),
+        }
+    }
+
+    fn record(&self, now: Instant) {
+        let ms = u64::try_from((now - self.start).as_millis()).unwrap_or(u64::MAX);
+        self.at.store(ms, Ordering::Relaxed);
+    }
+
+    pub(crate) fn last(&self) -> Instant {
+        self.start + std::time::Duration::from_millis(self.at.load(Ordering::Relaxed))
+    }
 }
 
 impl<S> H2Guard<S> {
-    pub(crate) fn new(inner: S, on_flood: impl FnOnce(u64) + Send + 'static) -> Self {
+    pub(crate) fn new(
+        inner: S,
+        on_flood: impl FnOnce(u64) + Send + 'static,
+        heard: Arc<LastHeard>,
+    ) -> Self {
         H2Guard {
             inner,
             incoming: FrameScanner::client(),
@@ -44,6 +79,7 @@ impl<S> H2Guard<S> {
             last_refill: Instant::now(),
             phase: Phase::Serving,
             on_flood: Some(Box::new(on_flood)),
+            heard,
         }
     }
 
@@ -101,6 +137,7 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for H2Guard<S> {
         let now = Instant::now();
         this.budget.refill(now - this.last_refill);
         this.last_refill = now;
+        this.heard.record(now);
         let budget = &mut this.budget;
         let stop = this
             .incoming

@@ -21,6 +21,7 @@ use tokio::time::{Instant, Sleep};
 use crate::bridge::Relayed;
 use crate::server::conn_state::ConnCtx;
 use crate::server::h2::stream::serve_stream;
+use crate::server::h2_guard::LastHeard;
 use crate::server::ServerShared;
 
 /// h2's send buffer per stream: what `SendStream::poll_capacity` lets an app get ahead of a
@@ -41,6 +42,7 @@ pub(crate) struct H2Connection<T> {
     /// Asked for before the handshake finished: done as soon as it does.
     shutdown: bool,
     keep_alive: Option<KeepAlive>,
+    heard: Arc<LastHeard>,
 }
 
 /// The connection settings from the server config (`--http2-*`).
@@ -67,13 +69,15 @@ impl<T> H2Connection<T>
 where
     T: AsyncRead + AsyncWrite + Unpin,
 {
-    pub(crate) fn new(io: T, conn: Arc<ConnCtx>) -> Self {
+    /// `heard`: when the client last sent something, kept by the I/O beneath (`H2Guard`).
+    pub(crate) fn new(io: T, conn: Arc<ConnCtx>, heard: Arc<LastHeard>) -> Self {
         let handshake = builder(&conn.shared).handshake(io);
         H2Connection {
             state: State::Handshaking(Box::pin(handshake)),
             conn,
             shutdown: false,
             keep_alive: None,
+            heard,
         }
     }
 
@@ -118,6 +122,7 @@ where
                                     ping_pong,
                                     every,
                                     settings.keep_alive_timeout,
+                                    this.heard.clone(),
                                 )),
                                 _ => None,
                             };
@@ -149,23 +154,26 @@ where
     }
 }
 
-/// Our PINGs: one every `every`; a PING unanswered after `timeout` ends the connection.
+/// Our PINGs: one once the client has been quiet for `every`; a PING unanswered after
+/// `timeout` ends the connection. A client that keeps sending needs none.
 struct KeepAlive {
     ping_pong: PingPong,
     every: Duration,
     timeout: Duration,
     timer: Pin<Box<Sleep>>,
     awaiting_pong: bool,
+    heard: Arc<LastHeard>,
 }
 
 impl KeepAlive {
-    fn new(ping_pong: PingPong, every: Duration, timeout: Duration) -> Self {
+    fn new(ping_pong: PingPong, every: Duration, timeout: Duration, heard: Arc<LastHeard>) -> Self {
         KeepAlive {
             ping_pong,
             every,
             timeout,
             timer: Box::pin(tokio::time::sleep(every)),
             awaiting_pong: false,
+            heard,
         }
     }
 
@@ -187,6 +195,12 @@ impl KeepAlive {
             }
             if self.awaiting_pong {
                 return true; // timed out
+            }
+            let quiet_until = Instant::from_std(self.heard.last()) + self.every;
+            if quiet_until > Instant::now() {
+                // Heard from since the timer was set: quiet for `every` from then on first.
+                self.timer.as_mut().reset(quiet_until);
+                continue;
             }
             if self.ping_pong.send_ping(Ping::opaque()).is_err() {
                 return true;
