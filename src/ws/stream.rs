@@ -103,10 +103,33 @@ impl MaskedPayload {
 struct Gathering {
     head: Bytes,
     chunks: Vec<Bytes>,
+    /// Small pieces joined (still masked) until they make a chunk of `PIECE_MIN`: a client
+    /// sending a message in tiny DATA frames must not make us keep a `Bytes` (and the
+    /// read buffer it pins) per handful of bytes.
+    small: BytesMut,
     mask: [u8; 4],
     len: usize,
     have: usize,
 }
+
+impl Gathering {
+    fn push(&mut self, piece: Bytes) {
+        if piece.len() < PIECE_MIN {
+            self.small.extend_from_slice(&piece);
+            if self.small.len() >= PIECE_MIN {
+                self.chunks.push(self.small.split().freeze());
+            }
+            return;
+        }
+        if !self.small.is_empty() {
+            self.chunks.push(self.small.split().freeze());
+        }
+        self.chunks.push(piece);
+    }
+}
+
+/// Pieces smaller than this are copied together rather than kept as they came.
+const PIECE_MIN: usize = 4096;
 
 /// Binary frames at least this large are gathered as chunks over a transport that hands
 /// them over owned; smaller ones are copied into the read buffer as before.
@@ -201,7 +224,7 @@ impl WsReader {
             };
             if let Some(gathering) = &mut self.gathering {
                 let take = (gathering.len - gathering.have).min(chunk.len());
-                gathering.chunks.push(chunk.split_to(take));
+                gathering.push(chunk.split_to(take));
                 gathering.have += take;
             }
             // What follows the gathered payload (the next frame's start), or a chunk of a
@@ -231,6 +254,7 @@ impl WsReader {
             have: head.len(),
             head,
             chunks: Vec::new(),
+            small: BytesMut::new(),
             mask: frame.header.mask,
             len: frame.len,
         });
@@ -240,9 +264,14 @@ impl WsReader {
 
     fn gathered(&mut self) -> Incoming {
         match self.gathering.take() {
-            Some(g) => Incoming::BinaryMasked(MaskedPayload {
+            Some(mut g) => Incoming::BinaryMasked(MaskedPayload {
                 head: g.head,
-                chunks: g.chunks,
+                chunks: {
+                    if !g.small.is_empty() {
+                        g.chunks.push(g.small.split().freeze());
+                    }
+                    g.chunks
+                },
                 mask: g.mask,
                 len: g.len,
             }),
@@ -1142,6 +1171,41 @@ mod tests {
             Ok(Incoming::Binary(Bytes::from(medium)))
         );
         assert_eq!(r.read_from(&mut io).await, Err(ReadError::Lost));
+    }
+
+    #[tokio::test]
+    async fn over_owned_chunks_tiny_pieces_are_joined() {
+        let big: Vec<u8> = (0..100_000u32).map(|i| (i * 13) as u8).collect();
+        let wire = frame(true, false, 0x2, &big);
+        // The header and some payload, then the rest 7 bytes at a time, one large piece in
+        // the middle.
+        let mut chunks: std::collections::VecDeque<Bytes> = std::collections::VecDeque::new();
+        chunks.push_back(Bytes::copy_from_slice(&wire[..100]));
+        let mut at = 100;
+        let mut large_sent = false;
+        while at < wire.len() {
+            let large = at >= 50_000 && !large_sent;
+            large_sent |= large;
+            let n = if large { 20_000 } else { 7 };
+            let end = (at + n).min(wire.len());
+            chunks.push_back(Bytes::copy_from_slice(&wire[at..end]));
+            at = end;
+        }
+        let mut io = Chunks(chunks);
+        let mut r = reader(false);
+        match r.read_from(&mut io).await {
+            Ok(Incoming::BinaryMasked(payload)) => {
+                assert_eq!(unmasked(&payload), big);
+                // Joined into pieces of at least PIECE_MIN (but the last, and the large one's
+                // neighbours), not one per 7 bytes.
+                assert!(
+                    payload.chunks.len() < 100_000 / PIECE_MIN + 4,
+                    "{}",
+                    payload.chunks.len()
+                );
+            }
+            other => panic!("{other:?}"),
+        }
     }
 
     #[tokio::test]
