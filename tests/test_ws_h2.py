@@ -20,7 +20,7 @@ from tests.support.h2client import H2Client, Stream, tls_context
 from tests.support.helpers import start_server, wait_report
 from tests.support.tls_certs import certs
 from tests.support.wsh2 import H2WebSocket, connect_protocol_enabled, unvalidated_client
-from tests.support.wsraw import BINARY, TEXT, HandshakeFailed
+from tests.support.wsraw import BINARY, TEXT, HandshakeFailed, encode_frame
 
 APP = "tests.apps.ws_app:app"
 TAIL = b"\x00\x00\xff\xff"
@@ -319,6 +319,34 @@ def test_two_sockets_and_a_get_on_one_connection(server):
         # One socket closed, the other still echoes.
         a.send_text("after b")
         assert a.recv_until((TEXT,))[0].payload == b"after b"
+
+
+def test_large_messages_both_ways(server):
+    """Messages larger than a DATA frame and than the stream window, both ways: the server
+    sends each as h2 grants capacity (pieces of the message itself) and the client gets it
+    whole, byte for byte; a medium one after a large one too."""
+    large = bytes(range(256)) * 4096 + b"tail"
+    with H2WebSocket(server.port, "/echo") as ws:
+        for payload in (large, large[:70001], large[:16385]):
+            ws.send_frame(BINARY, payload)
+            frame = ws.recv_until((BINARY,), timeout=20)[0]
+            assert len(frame.payload) == len(payload) and frame.payload == payload
+        ws.send_text("after")
+        assert ws.recv_until((TEXT,))[0].payload == b"after"
+
+
+def test_a_large_message_in_tiny_data_frames(server):
+    """A large binary message whose bytes come in DATA frames of a few bytes each (the
+    header split across them too) arrives whole, and the socket goes on."""
+    payload = bytes(range(256)) * 400 + b"end"
+    wire = encode_frame(BINARY, payload)
+    with H2WebSocket(server.port, "/echo") as ws:
+        for at in range(0, len(wire), 97):
+            ws.send_raw(wire[at : at + 97])
+        frame = ws.recv_until((BINARY,), timeout=20)[0]
+        assert frame.payload == payload
+        ws.send_text("after")
+        assert ws.recv_until((TEXT,))[0].payload == b"after"
 
 
 def test_slow_reader_does_not_stall_the_other_streams(server, client):

@@ -137,6 +137,7 @@ pub fn check_ws_frames(data: &[u8]) {
                     assert!(std::str::from_utf8(&t).is_ok());
                 }
                 Ok(Some(Incoming::Binary(b))) => assert!(b.len() <= max_size),
+                Ok(Some(Incoming::BinaryMasked(m))) => assert!(m.len() <= max_size),
                 Ok(Some(Incoming::Ping(p) | Incoming::Pong(p))) => assert!(p.len() <= 125),
                 Ok(Some(Incoming::Close(Some((code, reason))))) => {
                     assert!(_ferrocorn::fuzzing::close_code_allowed(code));

@@ -26,6 +26,7 @@ use crate::bridge::{
     WsPhase, WsState,
 };
 use crate::http::responses::build_response;
+use crate::ws::stream::MaskedPayload;
 
 /// Outbound frames queued ahead of the socket before `send()` waits.
 const OUTBOUND_QUEUE: usize = 16;
@@ -77,6 +78,11 @@ impl Channel for WsState {
                 Ok(WsIn::Binary(data)) => {
                     let d = simple_message(py, intern!(py, "websocket.receive"))?;
                     d.set_item(intern!(py, "bytes"), PyBytes::new(py, &data))?;
+                    Ok(Some(d))
+                }
+                Ok(WsIn::BinaryMasked(payload)) => {
+                    let d = simple_message(py, intern!(py, "websocket.receive"))?;
+                    d.set_item(intern!(py, "bytes"), unmasked_bytes(py, &payload)?)?;
                     Ok(Some(d))
                 }
                 Err(TryRecvError::Empty) if !ex.is_closed() => Ok(None),
@@ -522,5 +528,27 @@ impl WebSocketProtocol {
             0,
             0.0,
         )
+    }
+}
+
+/// A `bytes` holding `payload` unmasked, written once: PyO3's `PyBytes::new_with` zeroes
+/// the buffer first, a pass over the whole message that the copy then overwrites.
+fn unmasked_bytes<'py>(py: Python<'py>, payload: &MaskedPayload) -> PyResult<Bound<'py, PyBytes>> {
+    let len = isize::try_from(payload.len())
+        .map_err(|_| PyValueError::new_err("WebSocket message too large"))?;
+    // SAFETY: with a null source CPython (and PyPy's cpyext) allocate a `bytes` of `len`
+    // bytes whose content the caller is to fill in before it is shared; the object is ours
+    // alone until returned. `unmask_into` writes every byte of it: the payload's parts
+    // (`head` and `chunks`) add up to its length by construction (`WsReader` gathers until
+    // they do).
+    unsafe {
+        let object = pyo3::ffi::PyBytes_FromStringAndSize(std::ptr::null(), len);
+        let bytes = Bound::from_owned_ptr_or_err(py, object)?.downcast_into_unchecked::<PyBytes>();
+        let data = pyo3::ffi::PyBytes_AsString(bytes.as_ptr()).cast::<u8>();
+        if data.is_null() {
+            return Err(PyErr::fetch(py));
+        }
+        payload.unmask_into(std::slice::from_raw_parts_mut(data, payload.len()));
+        Ok(bytes)
     }
 }

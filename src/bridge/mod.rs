@@ -45,7 +45,7 @@ pub(crate) use http_state::{
     HttpExchange, HttpState, Reply, RequestBody, ResponseBody, ResponsePhase, ResponseSender,
 };
 pub(crate) use pending::{host_port, ConnInfo, LocalAddr, PendingRequest, PendingWebSocket};
-pub(crate) use relay::{mark_loop_thread, RelayExecutor, Relayed, WakeRelay};
+pub(crate) use relay::{mark_loop_thread, Relayed, WakeRelay};
 pub(crate) use served::Served;
 pub(crate) use waiters::Waiters;
 pub(crate) use wakeup::mark_io_thread;

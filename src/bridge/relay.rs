@@ -238,20 +238,6 @@ impl<F: Future> Future for Relayed<F> {
     }
 }
 
-/// hyper's executor for HTTP/2 streams: each stream's task is relayed like a connection.
-#[derive(Clone)]
-pub(crate) struct RelayExecutor(pub Arc<WakeRelay>);
-
-impl<F> hyper::rt::Executor<F> for RelayExecutor
-where
-    F: Future + Send + 'static,
-    F::Output: Send + 'static,
-{
-    fn execute(&self, future: F) {
-        tokio::spawn(Relayed::new(future, &self.0));
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;

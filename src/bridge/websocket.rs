@@ -9,12 +9,15 @@ use crate::bridge::budget::Budgets;
 use crate::bridge::exchange::CloseInfo;
 use crate::bridge::http_state::ResponseBody;
 use crate::bridge::waiters::Waiters;
+use crate::ws::stream::MaskedPayload;
 
 /// From the client, through a bounded channel (`max_queue`), to the app's `receive()`.
 pub(crate) enum WsIn {
     /// Valid UTF-8 (checked by the reader).
     Text(Bytes),
     Binary(Bytes),
+    /// A large binary message still masked, unmasked as it is copied into the app's `bytes`.
+    BinaryMasked(MaskedPayload),
 }
 
 /// From the app's `send()` to the socket.

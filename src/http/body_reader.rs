@@ -20,11 +20,14 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 
-/// A request body as a protocol delivers it: hyper's (HTTP/1.1, HTTP/2), or another
-/// protocol's adapter (HTTP/3's over its QUIC stream). One branch per poll, no box for
-/// hyper's bodies.
+use crate::http::h2_body::H2Body;
+
+/// A request body as a protocol delivers it: hyper's (HTTP/1.1), h2's stream (HTTP/2,
+/// `server::h2::H2Body`), or another protocol's adapter (HTTP/3's over its QUIC stream).
+/// One branch per poll, no box for the two common ones.
 pub(crate) enum InBody {
     Hyper(Incoming),
+    H2(H2Body),
     Other(Pin<Box<dyn Body<Data = Bytes, Error = BodyFault> + Send>>),
 }
 
@@ -50,6 +53,7 @@ impl Body for InBody {
             InBody::Hyper(body) => Pin::new(body)
                 .poll_frame(cx)
                 .map(|polled| polled.map(|frame| frame.map_err(|_| BodyFault))),
+            InBody::H2(body) => Pin::new(body).poll_frame(cx),
             InBody::Other(body) => body.as_mut().poll_frame(cx),
         }
     }
@@ -57,6 +61,7 @@ impl Body for InBody {
     fn is_end_stream(&self) -> bool {
         match self {
             InBody::Hyper(body) => body.is_end_stream(),
+            InBody::H2(body) => body.is_end_stream(),
             InBody::Other(body) => body.is_end_stream(),
         }
     }
@@ -64,6 +69,7 @@ impl Body for InBody {
     fn size_hint(&self) -> SizeHint {
         match self {
             InBody::Hyper(body) => body.size_hint(),
+            InBody::H2(body) => body.size_hint(),
             InBody::Other(body) => body.size_hint(),
         }
     }

@@ -118,17 +118,6 @@ impl FrameScanner {
         )
     }
 
-    /// Bytes to the end of what is known of the current frame: its header's rest while the
-    /// header is incomplete, else its payload's rest; 0 at a boundary.
-    pub(crate) fn left_in_frame(&self) -> usize {
-        match self.scan {
-            Scan::Preface(left) => left,
-            Scan::Head { have: 0, .. } => 0,
-            Scan::Head { have, .. } => 9 - have,
-            Scan::Payload { left, .. } => left as usize,
-        }
-    }
-
     /// Scans `data`; `on_frame(head)` for each frame header completed. Stops early, returning
     /// the offset where the frame began, when `on_frame` returns false.
     pub(crate) fn feed(
@@ -413,20 +402,6 @@ mod tests {
             assert_eq!(stops, vec![15 + 14, 15 + 14 + 9], "step {step}");
             assert!(scanner.at_boundary());
         }
-    }
-
-    #[test]
-    fn left_in_frame_counts_header_then_payload() {
-        let mut scanner = FrameScanner::server();
-        assert_eq!(scanner.left_in_frame(), 0);
-        let data = frame(0x0, 0, 1, b"abcde");
-        heads(&mut scanner, &data[..4]);
-        assert_eq!(scanner.left_in_frame(), 5);
-        heads(&mut scanner, &data[4..11]);
-        assert_eq!(scanner.left_in_frame(), 3);
-        heads(&mut scanner, &data[11..]);
-        assert_eq!(scanner.left_in_frame(), 0);
-        assert!(scanner.at_boundary());
     }
 
     #[test]

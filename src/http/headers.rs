@@ -1,6 +1,6 @@
 //! Header checks shared by every protocol version.
 
-use http::header::{HeaderMap, HeaderName, HeaderValue, EXPECT, HOST, TE};
+use http::header::{HeaderMap, HeaderName, HeaderValue, CONTENT_LENGTH, EXPECT, HOST, TE};
 use http::Version;
 
 pub(crate) const SERVER_NAME: HeaderValue = HeaderValue::from_static("ferrocorn");
@@ -150,9 +150,48 @@ pub(crate) fn has_forwarding_header(headers: &http::HeaderMap) -> bool {
     })
 }
 
+/// The announced body length; Err for a value that is no length, or lengths that disagree.
+pub(crate) fn content_length(headers: &HeaderMap) -> Result<Option<u64>, ()> {
+    let mut length = None;
+    for value in headers.get_all(CONTENT_LENGTH) {
+        let n = value
+            .to_str()
+            .ok()
+            .and_then(|text| text.trim().parse::<u64>().ok())
+            .ok_or(())?;
+        if length.is_some_and(|seen| seen != n) {
+            return Err(());
+        }
+        length = Some(n);
+    }
+    Ok(length)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn with_lengths(values: &[&'static str]) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        for value in values {
+            headers.append(CONTENT_LENGTH, HeaderValue::from_static(value));
+        }
+        headers
+    }
+
+    #[test]
+    fn content_length_agrees_or_is_refused() {
+        assert_eq!(content_length(&with_lengths(&[])), Ok(None));
+        assert_eq!(content_length(&with_lengths(&["42"])), Ok(Some(42)));
+        assert_eq!(content_length(&with_lengths(&["7", "7"])), Ok(Some(7)));
+        assert_eq!(content_length(&with_lengths(&["7", "8"])), Err(()));
+        assert_eq!(content_length(&with_lengths(&["-1"])), Err(()));
+        assert_eq!(content_length(&with_lengths(&["1e3"])), Err(()));
+        assert_eq!(
+            content_length(&with_lengths(&["99999999999999999999999"])),
+            Err(())
+        );
+    }
 
     fn h3_malformed(method: &str, uri: &str, fields: &[(&str, &str)]) -> bool {
         let mut headers = HeaderMap::new();

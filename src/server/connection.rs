@@ -1,5 +1,5 @@
-//! Serving one accepted (and, for TLS, handshaken) connection with hyper — HTTP/1.1 or
-//! HTTP/2 — and ending it on shutdown.
+//! Serving one accepted (and, for TLS, handshaken) connection — HTTP/1.1 with hyper, HTTP/2
+//! with ours (`server::h2`) — and ending it on shutdown.
 
 use std::future::Future;
 use std::pin::{pin, Pin};
@@ -7,25 +7,25 @@ use std::sync::Arc;
 use std::task::Poll;
 use std::time::{Duration, Instant};
 
-use hyper::server::conn::{http1, http2};
+use hyper::server::conn::http1;
 use hyper::service::service_fn;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
 use tokio::io::{AsyncRead, AsyncWrite};
 use tokio::sync::watch;
 
-use crate::bridge::{ConnInfo, Event, LogText, RelayExecutor};
+use crate::bridge::{ConnInfo, Event, LogText};
 use crate::config::HttpMode;
 use crate::server::conn_state::{ConnBusy, ConnCtx, IdleState};
 use crate::server::cork::IoSignals;
 use crate::server::detect::{sniff, ReplayRewrite};
+use crate::server::h2::H2Connection;
 use crate::server::h2_batch::Batched;
-use crate::server::h2_guard::H2Guard;
-use crate::server::h2_hints::{H2Hints, H2StreamHints};
+use crate::server::h2_guard::{H2Guard, LastHeard};
 use crate::server::idle::{
     earliest, first_bytes_timeout, sleep_until_or_never, IdleCheck, IdleRules,
 };
 use crate::server::park::{park_after, park_due, wait_parked};
-use crate::server::service::{handle_h2_request, handle_request};
+use crate::server::service::handle_request;
 use crate::server::side_wake::SideWake;
 use crate::server::{ConnectionGuard, Lifecycle, ServerShared};
 
@@ -92,30 +92,6 @@ fn http1_builder(shared: &ServerShared, tls: bool) -> http1::Builder {
     if config.max_headers != HYPER_DEFAULT_MAX_HEADERS {
         // Only when asked: a custom limit moves hyper's header array to the heap.
         builder.max_headers(config.max_headers);
-    }
-    builder
-}
-
-/// The HTTP/2 connection settings from the server config. Each stream's service future runs
-/// as its own tokio task (the executor), so one slow request does not hold up the others.
-fn http2_builder(shared: &ServerShared) -> http2::Builder<RelayExecutor> {
-    let config = &shared.config;
-    let settings = &config.http2;
-    let mut builder = http2::Builder::new(RelayExecutor(shared.relay.clone()));
-    builder
-        .timer(TokioTimer::new())
-        .max_concurrent_streams(settings.max_concurrent_streams)
-        .initial_stream_window_size(settings.initial_stream_window_size)
-        .initial_connection_window_size(settings.initial_connection_window_size)
-        .max_frame_size(settings.max_frame_size)
-        .max_header_list_size(settings.max_header_list_size)
-        .keep_alive_interval(settings.keep_alive_interval)
-        .keep_alive_timeout(settings.keep_alive_timeout)
-        .auto_date_header(config.date_header);
-    if config.ws.enabled {
-        // SETTINGS_ENABLE_CONNECT_PROTOCOL: WebSockets over HTTP/2 (RFC 8441). Without it h2
-        // resets any stream that sends `:protocol`.
-        builder.enable_connect_protocol();
     }
     builder
 }
@@ -187,23 +163,11 @@ pub(crate) async fn serve_connection<S>(
     let ctx = Arc::new(ConnCtx::new(info, shared.clone(), signals));
     if http2 {
         ctx.disable_corking();
-        // HTTP/2's service can fail: a malformed request's stream is reset (see
-        // handle_h2_request). HTTP/1's cannot.
-        let conn_ctx = ctx.clone();
-        let hints = Arc::new(H2Hints::default());
-        let service_hints = hints.clone();
-        let service = service_fn(move |req| {
-            // Called as hyper accepts the stream: the one the guard just delivered
-            // (server::h2_hints).
-            let stream_hints = service_hints
-                .take_stream()
-                .map(|stream| H2StreamHints::new(service_hints.clone(), stream));
-            Box::pin(handle_h2_request(req, conn_ctx.clone(), stream_hints))
-        });
-        let io = H2Guard::new(Batched::new(io), flood_warning(&ctx), hints);
-        let connection = http2_builder(&shared).serve_connection(TokioIo::new(io), service);
+        // Ours on the h2 crate (server::h2), over the flood guard and the socket batching.
+        let heard = Arc::new(LastHeard::new());
+        let io = H2Guard::new(Batched::new(io), flood_warning(&ctx), heard.clone());
+        let connection = Box::pin(H2Connection::new(io, ctx.clone(), heard));
         let rules = IdleRules::http2(&shared.config);
-        let connection = Box::pin(connection);
         drive(
             connection,
             |c| c.graceful_shutdown(),
@@ -275,7 +239,7 @@ fn flood_warning(ctx: &ConnCtx) -> impl FnOnce(u64) + Send + 'static {
     }
 }
 
-/// Runs a hyper connection until it ends, shutting it down gracefully when the server drains
+/// Runs a connection (hyper's HTTP/1, or our HTTP/2) until it ends, shutting it down gracefully when the server drains
 /// or an idle limit (`IdleRules`) is up, and dropping it on close. With `park_after`, parks it
 /// once it has been idle that long (see `server::park`): returns the finished connection then,
 /// to take the stream back from; None when the connection is over.

@@ -8,12 +8,11 @@
 //! before its head. Pipelined requests keep their order: hyper serves one request of a
 //! connection at a time, and a request's hints go out while its response is awaited.
 //!
-//! HTTP/2: hyper does not expose h2's `send_informational`, so the service future hands a
-//! ready HEADERS frame to the connection's I/O wrapper, which writes it between h2's frames
-//! on the request's stream and learns that stream's id from the frames it reads
-//! (`server::h2_hints`); the final response is held back the same way until the frame is
-//! taken. HTTP/3 sends a 103 HEADERS frame on the request stream (`h3::request`). HTTP/1.0
-//! has no 1xx: hints are dropped there.
+//! HTTP/2 and HTTP/3: the service future queues each hint (`StreamHints`) for the stream's
+//! task, which polls the service and sends what it queued before the wait goes on: h2's
+//! `send_informational` (`h2::stream`), a 103 HEADERS frame on the request stream
+//! (`h3::request`); the hints queued as the response came still go before its head.
+//! HTTP/1.0 has no 1xx: hints are dropped there.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -24,26 +23,24 @@ use bytes::BytesMut;
 use http::{HeaderMap, HeaderValue, Response, StatusCode};
 
 use crate::bridge::EarlyHint;
-use crate::server::h2_hints::H2StreamHints;
 
 /// At most this many bytes of HTTP/1.1 hints wait for the client at once; hints beyond it
 /// are dropped (they are optional, RFC 8297 §2): a client that does not read cannot make
 /// an app that keeps hinting hold memory without bound.
 const MAX_PENDING: usize = 16 * 1024;
 
-/// HTTP/3: hints queued for the request stream's writer; more are dropped.
+/// HTTP/2 and HTTP/3: hints queued for the request stream's writer; more are dropped.
 const H3_QUEUE: usize = 8;
 
 /// Where a request's hints go.
 pub(crate) enum HintsOut<'a> {
-    /// HTTP/1.0 (and an HTTP/2 stream whose id is unknown, see `server::h2_hints`): nowhere.
+    /// HTTP/1.0: nowhere.
     Dropped,
     /// HTTP/1.1: the connection's write side.
     Http1(&'a Http1Hints),
-    /// HTTP/2: the connection's write side, on the request's stream.
-    Http2(H2StreamHints),
-    /// HTTP/3: the request stream's writer.
-    Http3(&'a H3Hints),
+    /// HTTP/2 and HTTP/3: the request stream's writer (`server::h2::stream`,
+    /// `server::h3::request`).
+    Queued(&'a StreamHints),
 }
 
 impl HintsOut<'_> {
@@ -51,22 +48,22 @@ impl HintsOut<'_> {
         match self {
             HintsOut::Dropped => {}
             HintsOut::Http1(hints) => hints.push(&hint),
-            HintsOut::Http2(hints) => hints.push(&hint),
-            HintsOut::Http3(hints) => hints.push(hint),
+            HintsOut::Queued(hints) => hints.push(hint),
         }
     }
 }
 
-/// An HTTP/3 request's hints not yet written. The service future and the stream's writer
-/// run in the same task (`h3::request` polls the service, then writes what it queued), so
-/// a queue borrowed by both does, without the channel (two allocations) that every request
-/// paid for before any app sent a hint: nothing is allocated until a hint comes.
+/// An HTTP/2 or HTTP/3 request's hints not yet written. The service future and the stream's
+/// writer run in the same task (`h2::stream` and `h3::request` poll the service, then write
+/// what it queued), so a queue borrowed by both does, without the channel (two allocations)
+/// that every request paid for before any app sent a hint: nothing is allocated until a
+/// hint comes.
 #[derive(Default)]
-pub(crate) struct H3Hints {
+pub(crate) struct StreamHints {
     queue: Mutex<VecDeque<EarlyHint>>,
 }
 
-impl H3Hints {
+impl StreamHints {
     fn queue(&self) -> std::sync::MutexGuard<'_, VecDeque<EarlyHint>> {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
@@ -198,7 +195,8 @@ fn write_head(out: &mut BytesMut, links: &[HeaderValue]) {
     out.extend_from_slice(b"\r\n");
 }
 
-/// HTTP/3: the 103 as a response head for `RequestStream::send_response`.
+/// HTTP/2 and HTTP/3: the 103 as a response head (h2's `send_informational`, h3's
+/// `send_response`).
 pub(crate) fn informational(hint: EarlyHint) -> Response<()> {
     let mut headers = HeaderMap::with_capacity(hint.links.len());
     for value in hint.links {

@@ -23,20 +23,15 @@ use crate::config::{BodyLimits, SendfileMode, ServerConfig};
 use crate::http::body_reader::{BodyError, BodyReader, InBody};
 use crate::http::h1_request::check_head;
 use crate::http::header_order::{is_marked, strip_marker};
-use crate::http::headers::{
-    add_host_from_authority, expects_continue, h2_request_is_malformed, trailers_reach_client,
-};
+use crate::http::headers::{add_host_from_authority, expects_continue, trailers_reach_client};
 use crate::server::admission::{Unavailable, WebSocketSlot};
 use crate::server::body_pump::pump_request_body;
 use crate::server::conn_state::{ConnBusy, ConnCtx, InFlight};
-use crate::server::early_hints::{H3Hints, HintsOut};
-use crate::server::h2_hints::H2StreamHints;
+use crate::server::early_hints::{HintsOut, StreamHints};
 use crate::server::static_route;
 use crate::server::websocket::{handle_upgrade, handshake};
 use crate::server::{Admit, ServerShared};
-use crate::ws::handshake::{
-    asks_for_websocket, asks_for_websocket_over_h2, check_handshake, Refusal,
-};
+use crate::ws::handshake::{asks_for_websocket, check_handshake, Refusal};
 
 /// The response body plus the in-flight marker that lives exactly as long as hyper needs it.
 pub(crate) struct TrackedBody {
@@ -103,24 +98,6 @@ impl Body for TrackedBody {
     }
 }
 
-/// HTTP/2's service: a malformed request (what the h2 crate lets through, see
-/// `h2_request_is_malformed`) fails, and hyper resets its stream with the error's reason.
-/// `hints`: where the request's early hints go (None: its stream id is unknown, see
-/// `server::h2_hints`).
-pub(crate) async fn handle_h2_request(
-    req: Request<Incoming>,
-    conn: Arc<ConnCtx>,
-    hints: Option<H2StreamHints>,
-) -> Result<Response<TrackedBody>, h2::Error> {
-    if h2_request_is_malformed(req.method(), req.uri(), req.headers()) {
-        return Err(h2::Error::from(h2::Reason::PROTOCOL_ERROR));
-    }
-    let mut response = answer(req, conn, hints).await;
-    // HTTP/2 keeps no order across names (HPACK's is the map's): the marker goes.
-    strip_marker(response.headers_mut());
-    Ok(response)
-}
-
 /// `owed`: HTTP/1's mark that the connection owes this request an answer (see
 /// `ConnCtx::hold_eof`), kept until its response body is done.
 pub(crate) async fn handle_request(
@@ -128,16 +105,12 @@ pub(crate) async fn handle_request(
     conn: Arc<ConnCtx>,
     owed: Option<ConnBusy>,
 ) -> Result<Response<TrackedBody>, Infallible> {
-    let mut response = answer(req, conn, None).await;
+    let mut response = answer(req, conn).await;
     response.body_mut()._owed = owed;
     Ok(response)
 }
 
-async fn answer(
-    req: Request<Incoming>,
-    conn: Arc<ConnCtx>,
-    h2_hints: Option<H2StreamHints>,
-) -> Response<TrackedBody> {
+async fn answer(req: Request<Incoming>, conn: Arc<ConnCtx>) -> Response<TrackedBody> {
     let arrived = Instant::now();
     // Before anything can answer it (a 503 included): its status line, if HTTP/1.0.
     conn.http10
@@ -147,8 +120,8 @@ async fn answer(
         Err(refused) => return refused,
     };
     let version = req.version();
-    let (mut response, body_failed) = respond(req, &conn, arrived, h2_hints).await;
-    if version != Version::HTTP_2 && is_marked(response.headers()) {
+    let (mut response, body_failed) = respond(req, &conn, arrived).await;
+    if is_marked(response.headers()) {
         // The app's header order across names: the write side puts it back (server::reorder).
         conn.reordered.expect();
     }
@@ -161,12 +134,13 @@ async fn answer(
     TrackedBody::new(response, Some(in_flight), body_failed)
 }
 
-/// HTTP/3's service (server/h3/): the request's head is checked already (RFC 9114 §4.2,
-/// §4.3), its body is the QUIC stream's adapter. No upgrades, no HTTP/1 framing rules.
-pub(crate) async fn handle_h3_request(
+/// HTTP/2's and HTTP/3's service (server/h2/, server/h3/): the request's head is checked
+/// already (RFC 9113 §8.2, RFC 9114 §4.2, §4.3), its body is the stream's adapter. No
+/// upgrades, no HTTP/1 framing rules; an extended CONNECT never comes here.
+pub(crate) async fn handle_multiplexed_request(
     req: Request<InBody>,
     conn: Arc<ConnCtx>,
-    hints: &H3Hints,
+    hints: &StreamHints,
 ) -> Response<TrackedBody> {
     let arrived = Instant::now();
     let in_flight = match admit(&conn, || false).await {
@@ -180,27 +154,27 @@ pub(crate) async fn handle_h3_request(
             match conn.shared.config.static_files.route_for(head.uri.path()) {
                 // The core's own files, as on TCP.
                 Some(route) => (static_route::serve(head, route, &conn, arrived).await, None),
-                None => respond_http(head, body, &conn, arrived, HintsOut::Http3(hints)).await,
+                None => respond_http(head, body, &conn, arrived, HintsOut::Queued(hints)).await,
             }
         }
     };
     let mut response = response;
-    // QPACK keeps no order across names: the marker (http::header_order) goes.
+    // HPACK and QPACK keep no order across names: the marker (http::header_order) goes.
     strip_marker(response.headers_mut());
     TrackedBody::new(response, Some(in_flight), body_failed)
 }
 
-/// HTTP/3's WebSocket (RFC 9220): an extended CONNECT the h3 request path found asking for
-/// one (`server::h3::request`), through the same checks and handshake as HTTP/2's. The
+/// HTTP/2's and HTTP/3's WebSocket (RFC 8441, RFC 9220): an extended CONNECT the stream's
+/// request path found asking for one (`server::h2::stream`, `server::h3::request`). The
 /// answer is the app's decision; `upgraded` yields the socket once the 200 went out.
-pub(crate) async fn handle_h3_websocket<F, Io>(
+pub(crate) async fn handle_multiplexed_websocket<F, Io>(
     head: http::request::Parts,
     conn: Arc<ConnCtx>,
     upgraded: F,
 ) -> Response<TrackedBody>
 where
     F: Future<Output = Option<Io>> + Send + 'static,
-    Io: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send + 'static,
+    Io: crate::ws::stream::WsTransport + Send + 'static,
 {
     let in_flight = match admit(&conn, || true).await {
         Ok(in_flight) => in_flight,
@@ -217,7 +191,7 @@ where
         })
         .await
     };
-    // QPACK keeps no order across names: the marker (http::header_order) goes.
+    // HPACK and QPACK keep no order across names: the marker (http::header_order) goes.
     strip_marker(response.headers_mut());
     TrackedBody::new(response, Some(in_flight), None)
 }
@@ -263,17 +237,9 @@ fn request_line_too_long<B>(req: &Request<B>, conn: &ConnCtx) -> Option<Response
     })
 }
 
-/// An HTTP/1.1 upgrade, or an HTTP/2 extended CONNECT with `:protocol: websocket` (RFC
-/// 8441; h2 lets `:protocol` through only when `http2_builder` enabled it, with WebSockets).
+/// An HTTP/1.1 upgrade (HTTP/2's extended CONNECT is told apart in `server::h2::stream`).
 fn is_websocket_request(config: &ServerConfig, req: &Request<Incoming>) -> bool {
-    config.ws.enabled
-        && match req.version() {
-            Version::HTTP_2 => {
-                let protocol = req.extensions().get::<hyper::ext::Protocol>();
-                asks_for_websocket_over_h2(req.method(), protocol.map(|p| p.as_str()))
-            }
-            version => version <= Version::HTTP_11 && asks_for_websocket(req.headers()),
-        }
+    config.ws.enabled && req.version() <= Version::HTTP_11 && asks_for_websocket(req.headers())
 }
 
 /// The server's own 503 for a request it cannot take now: a retry soon may succeed.
@@ -403,37 +369,24 @@ fn writes_by_sendfile(conn: &ConnCtx, response: &Response<ResponseBody>) -> bool
 
 type Responded = (Response<ResponseBody>, Option<oneshot::Receiver<BodyError>>);
 
-async fn respond(
-    req: Request<Incoming>,
-    conn: &Arc<ConnCtx>,
-    arrived: Instant,
-    h2_hints: Option<H2StreamHints>,
-) -> Responded {
+/// HTTP/1's request (hyper's): its head checked, then served like any other.
+async fn respond(req: Request<Incoming>, conn: &Arc<ConnCtx>, arrived: Instant) -> Responded {
     let shared = &conn.shared;
     let config = &shared.config;
-    if req.version() != Version::HTTP_2 {
-        // The body's length as framed (None: chunked).
-        let framed = req.body().size_hint().exact().is_some();
-        if let Some(problem) = check_head(
-            req.version(),
-            req.method(),
-            req.uri(),
-            req.headers(),
-            framed,
-        ) {
-            // The client's mistake, like hyper's own 400s: answered, not logged.
-            return (ResponseBody::error(config, problem.status()), None);
-        }
+    // The body's length as framed (None: chunked).
+    let framed = req.body().size_hint().exact().is_some();
+    if let Some(problem) = check_head(
+        req.version(),
+        req.method(),
+        req.uri(),
+        req.headers(),
+        framed,
+    ) {
+        // The client's mistake, like hyper's own 400s: answered, not logged.
+        return (ResponseBody::error(config, problem.status()), None);
     }
     if let Some(refused) = request_line_too_long(&req, conn) {
         return (refused, None);
-    }
-    if req.version() == Version::HTTP_2
-        && req.extensions().get::<hyper::ext::Protocol>().is_some()
-        && !is_websocket_request(config, &req)
-    {
-        // An extended CONNECT for a protocol other than WebSocket: no ASGI scope carries it.
-        return (ResponseBody::error(config, StatusCode::BAD_REQUEST), None);
     }
     if let Some(route) = config.static_files.route_for(req.uri().path()) {
         // The core's own files: the app never sees these paths.
@@ -447,9 +400,8 @@ async fn respond(
         return (response.await, None);
     }
     let (head, body) = req.into_parts();
-    let hints = match (head.version, h2_hints) {
-        (Version::HTTP_11, _) => HintsOut::Http1(&conn.early_hints),
-        (Version::HTTP_2, Some(h2)) => HintsOut::Http2(h2),
+    let hints = match head.version {
+        Version::HTTP_11 => HintsOut::Http1(&conn.early_hints),
         // HTTP/1.0 has no 1xx (see server::early_hints).
         _ => HintsOut::Dropped,
     };
@@ -582,8 +534,7 @@ async fn respond_http(
         HintsOut::Http1(early_hints) => {
             std::future::poll_fn(|cx| early_hints.poll_written(cx)).await;
         }
-        HintsOut::Http2(stream) => std::future::poll_fn(|cx| stream.poll_taken(cx)).await,
-        HintsOut::Dropped | HintsOut::Http3(_) => {}
+        HintsOut::Dropped | HintsOut::Queued(_) => {}
     }
     responded
 }

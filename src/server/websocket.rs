@@ -15,7 +15,7 @@ use http::header::{CONTENT_LENGTH, SEC_WEBSOCKET_KEY};
 use http::{Request, Response, StatusCode, Version};
 use hyper::body::Incoming as IncomingBody;
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::{mpsc, oneshot};
 use tokio::time::{Instant, Interval};
 
@@ -33,7 +33,7 @@ use crate::ws::frame::{close_payload, OpCode};
 use crate::ws::handshake::{
     accept_headers, accept_status, is_handshake_field, negotiated_headers, subprotocols,
 };
-use crate::ws::stream::{Incoming, ReadError, WsReader, WsWriter};
+use crate::ws::stream::{Incoming, ReadError, WsReader, WsTransport, WsWriter};
 
 /// How long we wait for the peer's close frame after sending ours.
 const CLOSE_TIMEOUT: Duration = Duration::from_secs(5);
@@ -65,7 +65,7 @@ pub(crate) async fn handshake<F, Io>(
 ) -> Response<ResponseBody>
 where
     F: Future<Output = Option<Io>> + Send + 'static,
-    Io: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+    Io: WsTransport + Send + 'static,
 {
     let shared = &conn.shared;
     let config = &shared.config;
@@ -188,6 +188,9 @@ where
     }
 }
 
+/// HTTP/1.1's upgraded connection: writes copy into the socket anyway.
+impl WsTransport for TokioIo<hyper::upgrade::Upgraded> {}
+
 async fn tick(interval: &mut Option<Interval>) {
     match interval {
         Some(interval) => {
@@ -223,7 +226,7 @@ struct Session<Io> {
     writer: WsWriter,
 }
 
-impl<Io: AsyncRead + AsyncWrite + Unpin> Session<Io> {
+impl<Io: WsTransport> Session<Io> {
     async fn close_frame(&mut self, code: u16, reason: &str) -> std::io::Result<()> {
         self.writer
             .control(&mut self.io, OpCode::Close, &close_payload(code, reason))
@@ -276,9 +279,12 @@ impl<Io: AsyncRead + AsyncWrite + Unpin> Session<Io> {
                     Ok(p) => permit = Some(p),
                     Err(_) => return CloseInfo::abnormal(),
                 },
-                incoming = self.reader.read(&mut self.io), if reading => match incoming {
+                incoming = self.reader.read_from(&mut self.io), if reading => match incoming {
                     Ok(Incoming::Text(text)) => deliver(&mut permit, WsIn::Text(text), exchange),
                     Ok(Incoming::Binary(data)) => deliver(&mut permit, WsIn::Binary(data), exchange),
+                    Ok(Incoming::BinaryMasked(data)) => {
+                        deliver(&mut permit, WsIn::BinaryMasked(data), exchange)
+                    }
                     Ok(Incoming::Ping(payload)) => {
                         // After our close frame nothing more is sent (RFC 6455 §5.5.1).
                         if closing.is_none()
@@ -317,10 +323,10 @@ impl<Io: AsyncRead + AsyncWrite + Unpin> Session<Io> {
                 out = out_rx.recv(), if closing.is_none() => {
                     let sent = match out {
                         Some(WsOut::Text(text)) => {
-                            self.writer.message(&mut self.io, true, &text).await
+                            self.writer.message_owned(&mut self.io, true, text).await
                         }
                         Some(WsOut::Binary(data)) => {
-                            self.writer.message(&mut self.io, false, &data).await
+                            self.writer.message_owned(&mut self.io, false, data).await
                         }
                         Some(WsOut::Close { code, reason }) => {
                             let sent = self.close_frame(code, &reason).await;

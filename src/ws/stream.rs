@@ -1,13 +1,19 @@
 //! Messages over the upgraded connection: `WsReader` turns client frames into messages
 //! (unmasking, reassembly, UTF-8 checks, decompression, size limits) and `WsWriter` turns
-//! messages into server frames (compression, one write per frame).
+//! messages into server frames (compression, one write per frame). Over a transport of owned
+//! chunks (`WsTransport::takes_owned`: an HTTP/2 stream) a large binary message goes both
+//! ways without a copy of ours: received as the chunks themselves (`MaskedPayload`), sent
+//! as slices of the app's bytes.
 //!
 //! Neither owns the socket: the session passes it in, so one task can wait for a message
 //! and, once the wait ends, write on the same socket. `WsReader::read` is cancel-safe (all
 //! progress lives in the reader, the only await is a read into its buffer), which is what
 //! lets the session race it against other events in `select!`.
 
+use std::future::poll_fn;
 use std::io::{self, IoSlice};
+use std::pin::Pin;
+use std::task::{ready, Context, Poll};
 
 use bytes::{Buf, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
@@ -25,6 +31,9 @@ pub enum Incoming {
     /// A text message; the bytes are valid UTF-8.
     Text(Bytes),
     Binary(Bytes),
+    /// A large binary message as a transport of owned chunks delivered it, still masked
+    /// (`WsReader::read_from`).
+    BinaryMasked(MaskedPayload),
     Ping(Bytes),
     Pong(Bytes),
     /// The peer's close frame: its code and reason, None when it carried no code.
@@ -48,6 +57,83 @@ const READ_CHUNK: usize = 16 * 1024;
 const TRUSTED_RESERVE: usize = 1 << 20;
 
 const INVALID_UTF8: Violation = Violation::invalid_data("invalid UTF-8 in a text message");
+
+/// A binary message's payload as a transport that hands over owned chunks (an HTTP/2
+/// stream's DATA payloads) delivered it: the chunks kept as they came, still masked, and
+/// unmasked only as they are copied into the app's `bytes` (`unmask_into`). Over HTTP/2 that
+/// copy is the only one: gathering the chunks into a buffer of ours first would be another
+/// pass over the whole message.
+#[derive(Debug, PartialEq, Eq)]
+pub struct MaskedPayload {
+    /// The payload's start, unmasked already (what the read buffer held when it began).
+    head: Bytes,
+    /// The rest, masked; the first at payload offset `head.len()`.
+    chunks: Vec<Bytes>,
+    mask: [u8; 4],
+    len: usize,
+}
+
+impl MaskedPayload {
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// The payload, unmasked, into `out` (which is `len()` bytes long).
+    pub fn unmask_into(&self, out: &mut [u8]) {
+        let mut at = self.head.len();
+        if let Some(dst) = out.get_mut(..at) {
+            dst.copy_from_slice(&self.head);
+        }
+        for chunk in &self.chunks {
+            let end = at + chunk.len();
+            if let Some(dst) = out.get_mut(at..end) {
+                dst.copy_from_slice(chunk);
+                apply_mask(dst, self.mask, at);
+            }
+            at = end;
+        }
+    }
+}
+
+/// A binary message being gathered as owned chunks (see `MaskedPayload`).
+struct Gathering {
+    head: Bytes,
+    chunks: Vec<Bytes>,
+    /// Small pieces joined (still masked) until they make a chunk of `PIECE_MIN`: a client
+    /// sending a message in tiny DATA frames must not make us keep a `Bytes` (and the
+    /// read buffer it pins) per handful of bytes.
+    small: BytesMut,
+    mask: [u8; 4],
+    len: usize,
+    have: usize,
+}
+
+impl Gathering {
+    fn push(&mut self, piece: Bytes) {
+        if piece.len() < PIECE_MIN {
+            self.small.extend_from_slice(&piece);
+            if self.small.len() >= PIECE_MIN {
+                self.chunks.push(self.small.split().freeze());
+            }
+            return;
+        }
+        if !self.small.is_empty() {
+            self.chunks.push(self.small.split().freeze());
+        }
+        self.chunks.push(piece);
+    }
+}
+
+/// Pieces smaller than this are copied together rather than kept as they came.
+const PIECE_MIN: usize = 4096;
+
+/// Binary frames at least this large are gathered as chunks over a transport that hands
+/// them over owned; smaller ones are copied into the read buffer as before.
+const GATHER_MIN: usize = 64 * 1024;
 
 /// The frame whose payload is being received.
 struct PartialFrame {
@@ -83,6 +169,7 @@ pub struct WsReader {
     frame: Option<PartialFrame>,
     message: Option<Fragmented>,
     utf8: Utf8Validator,
+    gathering: Option<Gathering>,
 }
 
 impl WsReader {
@@ -95,6 +182,100 @@ impl WsReader {
             frame: None,
             message: None,
             utf8: Utf8Validator::default(),
+            gathering: None,
+        }
+    }
+
+    /// The next message or control frame from a session's transport: as owned chunks when
+    /// it hands them over (`WsTransport::takes_owned`), else read into the buffer.
+    pub(crate) async fn read_from<R: WsTransport>(
+        &mut self,
+        io: &mut R,
+    ) -> Result<Incoming, ReadError> {
+        if io.takes_owned() {
+            self.read_chunks(io).await
+        } else {
+            self.read(io).await
+        }
+    }
+
+    /// `read` over owned chunks: a large binary message's payload is kept as the chunks
+    /// themselves (`MaskedPayload`), everything else goes through the buffer. Cancel-safe
+    /// like `read`: a chunk, once taken, is filed before the next await.
+    async fn read_chunks<R: WsTransport>(&mut self, io: &mut R) -> Result<Incoming, ReadError> {
+        loop {
+            match &self.gathering {
+                Some(gathering) if gathering.have >= gathering.len => {
+                    return Ok(self.gathered());
+                }
+                Some(_) => {}
+                None => {
+                    if let Some(incoming) = self.parse().map_err(ReadError::Violation)? {
+                        return Ok(incoming);
+                    }
+                    if self.start_gathering() {
+                        continue;
+                    }
+                }
+            }
+            let chunk = poll_fn(|cx| Pin::new(&mut *io).poll_read_chunk(cx)).await;
+            let Ok(Some(mut chunk)) = chunk else {
+                return Err(ReadError::Lost);
+            };
+            if let Some(gathering) = &mut self.gathering {
+                let take = (gathering.len - gathering.have).min(chunk.len());
+                gathering.push(chunk.split_to(take));
+                gathering.have += take;
+            }
+            // What follows the gathered payload (the next frame's start), or a chunk of a
+            // frame that is not gathered.
+            if !chunk.is_empty() {
+                self.buf.extend_from_slice(&chunk);
+            }
+        }
+    }
+
+    /// Whether the frame just begun is gathered as chunks: a whole (unfragmented,
+    /// uncompressed) binary message of at least `GATHER_MIN` bytes, of which the buffer
+    /// holds only payload, unmasked by `parse` already.
+    fn start_gathering(&mut self) -> bool {
+        let Some(frame) = &self.frame else {
+            return false;
+        };
+        let whole_binary = frame.header.opcode == OpCode::Binary
+            && frame.header.fin
+            && !frame.header.rsv1
+            && self.message.is_none();
+        if !whole_binary || frame.len < GATHER_MIN || frame.done != self.buf.len() {
+            return false;
+        }
+        let head = self.buf.split().freeze();
+        self.gathering = Some(Gathering {
+            have: head.len(),
+            head,
+            chunks: Vec::new(),
+            small: BytesMut::new(),
+            mask: frame.header.mask,
+            len: frame.len,
+        });
+        self.frame = None;
+        true
+    }
+
+    fn gathered(&mut self) -> Incoming {
+        match self.gathering.take() {
+            Some(mut g) => Incoming::BinaryMasked(MaskedPayload {
+                head: g.head,
+                chunks: {
+                    if !g.small.is_empty() {
+                        g.chunks.push(g.small.split().freeze());
+                    }
+                    g.chunks
+                },
+                mask: g.mask,
+                len: g.len,
+            }),
+            None => Incoming::Binary(Bytes::new()),
         }
     }
 
@@ -327,11 +508,52 @@ const NOT_NEGOTIATED: Violation = Violation::protocol("RSV1 set without an exten
 const COPY_MAX: usize = 16 * 1024;
 /// Scratch buffers larger than this are released after use rather than kept per connection.
 const KEEP_MAX: usize = 64 * 1024;
-/// On a transport without vectored writes, the most bytes of a large payload in one write.
-/// hyper's upgraded HTTP/2 stream copies each write into a fresh allocation that h2 then
-/// frames: in pieces this size that copy is still in cache when it is framed, and no
-/// megabyte-sized buffer is allocated (and faulted in) per message.
+/// On a transport without vectored writes, the most bytes of a large payload in one write:
+/// a transport that copies each write into an allocation of its own then has that copy
+/// still in cache when it sends it, and allocates (and faults in) no megabyte-sized buffer
+/// per message.
 const PIECE_MAX: usize = 256 * 1024;
+
+/// The socket a WebSocket session runs on. A transport that frames owned `Bytes` itself (an
+/// HTTP/2 stream: h2 sends a `Bytes` as DATA frames without copying it) takes a large
+/// message's payload as it is, instead of as a slice that it would have to copy.
+pub(crate) trait WsTransport: AsyncRead + AsyncWrite + Unpin {
+    /// Whether `poll_write_owned` saves a copy over `poll_write`, and `poll_read_chunk`
+    /// one over `poll_read`.
+    fn takes_owned(&self) -> bool {
+        false
+    }
+
+    /// The next piece received, owned; None at the end of the stream.
+    fn poll_read_chunk(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+    ) -> Poll<io::Result<Option<Bytes>>> {
+        let mut room = vec![0u8; READ_CHUNK];
+        let mut buf = tokio::io::ReadBuf::new(&mut room);
+        ready!(self.as_mut().poll_read(cx, &mut buf))?;
+        let n = buf.filled().len();
+        if n == 0 {
+            return Poll::Ready(Ok(None));
+        }
+        room.truncate(n);
+        Poll::Ready(Ok(Some(Bytes::from(room))))
+    }
+
+    /// Writes some of `data`, advancing it past what was taken.
+    fn poll_write_owned(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        data: &mut Bytes,
+    ) -> Poll<io::Result<()>> {
+        let n = ready!(self.as_mut().poll_write(cx, data))?;
+        if n == 0 {
+            return Poll::Ready(Err(io::ErrorKind::WriteZero.into()));
+        }
+        data.advance(n);
+        Poll::Ready(Ok(()))
+    }
+}
 
 pub(crate) struct WsWriter {
     deflater: Option<Deflater>,
@@ -370,6 +592,26 @@ impl WsWriter {
             }
         }
         write_frame(io, &mut self.scratch, opcode, false, payload).await
+    }
+
+    /// `message` for a payload the caller owns: over a transport that takes owned bytes
+    /// (`WsTransport::takes_owned`) a large uncompressed one goes out without a copy, as
+    /// its header and then the payload itself.
+    pub(crate) async fn message_owned<W: WsTransport>(
+        &mut self,
+        io: &mut W,
+        text: bool,
+        payload: Bytes,
+    ) -> io::Result<()> {
+        if self.deflater.is_some() || payload.len() <= COPY_MAX || !io.takes_owned() {
+            return self.message(io, text, &payload).await;
+        }
+        let opcode = if text { OpCode::Text } else { OpCode::Binary };
+        let mut head = [0u8; MAX_SERVER_HEADER];
+        let n = encode_header(&mut head, true, false, opcode, payload.len());
+        write_owned(io, Bytes::copy_from_slice(&head[..n])).await?;
+        write_owned(io, payload).await?;
+        io.flush().await
     }
 
     /// Send a ping, pong or close frame (payload at most 125 bytes).
@@ -413,6 +655,13 @@ async fn write_frame<W: AsyncWrite + Unpin>(
         }
     }
     io.flush().await
+}
+
+async fn write_owned<W: WsTransport>(io: &mut W, mut data: Bytes) -> io::Result<()> {
+    while !data.is_empty() {
+        poll_fn(|cx| Pin::new(&mut *io).poll_write_owned(cx, &mut data)).await?;
+    }
+    Ok(())
 }
 
 async fn write_all_vectored<W: AsyncWrite + Unpin>(
@@ -733,7 +982,7 @@ mod tests {
         }
     }
 
-    /// Records each write; no vectored writes, like hyper's upgraded HTTP/2 stream.
+    /// Records each write; no vectored writes.
     #[derive(Default)]
     struct PlainWrites(Vec<Vec<u8>>);
 
@@ -760,6 +1009,271 @@ mod tests {
         ) -> std::task::Poll<io::Result<()>> {
             std::task::Poll::Ready(Ok(()))
         }
+    }
+
+    impl WsTransport for PlainWrites {}
+
+    impl AsyncRead for PlainWrites {
+        fn poll_read(
+            self: std::pin::Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+            _buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    /// A transport that takes owned bytes (as an HTTP/2 stream does), `grant` at a time;
+    /// keeps what it was handed.
+    struct OwnedWrites {
+        grant: usize,
+        taken: Vec<Bytes>,
+    }
+
+    impl AsyncRead for OwnedWrites {
+        fn poll_read(
+            self: std::pin::Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+            _buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    impl AsyncWrite for OwnedWrites {
+        fn poll_write(
+            self: std::pin::Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+            data: &[u8],
+        ) -> std::task::Poll<io::Result<usize>> {
+            let this = self.get_mut();
+            this.taken.push(Bytes::copy_from_slice(data));
+            std::task::Poll::Ready(Ok(data.len()))
+        }
+
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    impl WsTransport for OwnedWrites {
+        fn takes_owned(&self) -> bool {
+            true
+        }
+
+        fn poll_write_owned(
+            self: std::pin::Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+            data: &mut Bytes,
+        ) -> std::task::Poll<io::Result<()>> {
+            let this = self.get_mut();
+            let piece = data.split_to(this.grant.min(data.len()));
+            this.taken.push(piece);
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    /// A transport handing over the given chunks, owned, then the end.
+    struct Chunks(std::collections::VecDeque<Bytes>);
+
+    impl AsyncRead for Chunks {
+        fn poll_read(
+            self: std::pin::Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+            _buf: &mut tokio::io::ReadBuf<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Ready(Err(io::ErrorKind::Unsupported.into()))
+        }
+    }
+
+    impl AsyncWrite for Chunks {
+        fn poll_write(
+            self: std::pin::Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+            data: &[u8],
+        ) -> std::task::Poll<io::Result<usize>> {
+            std::task::Poll::Ready(Ok(data.len()))
+        }
+
+        fn poll_flush(
+            self: std::pin::Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+
+        fn poll_shutdown(
+            self: std::pin::Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<()>> {
+            std::task::Poll::Ready(Ok(()))
+        }
+    }
+
+    impl WsTransport for Chunks {
+        fn takes_owned(&self) -> bool {
+            true
+        }
+
+        fn poll_read_chunk(
+            self: std::pin::Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<Option<Bytes>>> {
+            std::task::Poll::Ready(Ok(self.get_mut().0.pop_front()))
+        }
+    }
+
+    fn unmasked(payload: &MaskedPayload) -> Vec<u8> {
+        let mut out = vec![0u8; payload.len()];
+        payload.unmask_into(&mut out);
+        out
+    }
+
+    #[tokio::test]
+    async fn over_owned_chunks_a_large_binary_message_is_kept_as_the_chunks() {
+        let big: Vec<u8> = (0..200_003u32).map(|i| (i * 7) as u8).collect();
+        let medium = vec![0x5Au8; 5_000];
+        let wire = [
+            frame(true, false, 0x2, &big),
+            frame(true, false, 0x1, b"after"),
+            frame(true, false, 0x2, &medium),
+        ]
+        .concat();
+        // DATA-frame-sized chunks: the first holds the header and the payload's start, one
+        // holds the payload's end and the next frames.
+        let chunks = wire.chunks(16_384).map(Bytes::copy_from_slice).collect();
+        let mut io = Chunks(chunks);
+        let mut r = reader(false);
+        match r.read_from(&mut io).await {
+            Ok(Incoming::BinaryMasked(payload)) => {
+                assert_eq!(payload.len(), big.len());
+                assert_eq!(unmasked(&payload), big);
+            }
+            other => panic!("{other:?}"),
+        }
+        assert_eq!(
+            r.read_from(&mut io).await,
+            Ok(Incoming::Text(Bytes::from_static(b"after")))
+        );
+        // Below GATHER_MIN: through the buffer, as before.
+        assert_eq!(
+            r.read_from(&mut io).await,
+            Ok(Incoming::Binary(Bytes::from(medium)))
+        );
+        assert_eq!(r.read_from(&mut io).await, Err(ReadError::Lost));
+    }
+
+    #[tokio::test]
+    async fn over_owned_chunks_tiny_pieces_are_joined() {
+        let big: Vec<u8> = (0..100_000u32).map(|i| (i * 13) as u8).collect();
+        let wire = frame(true, false, 0x2, &big);
+        // The header and some payload, then the rest 7 bytes at a time, one large piece in
+        // the middle.
+        let mut chunks: std::collections::VecDeque<Bytes> = std::collections::VecDeque::new();
+        chunks.push_back(Bytes::copy_from_slice(&wire[..100]));
+        let mut at = 100;
+        let mut large_sent = false;
+        while at < wire.len() {
+            let large = at >= 50_000 && !large_sent;
+            large_sent |= large;
+            let n = if large { 20_000 } else { 7 };
+            let end = (at + n).min(wire.len());
+            chunks.push_back(Bytes::copy_from_slice(&wire[at..end]));
+            at = end;
+        }
+        let mut io = Chunks(chunks);
+        let mut r = reader(false);
+        match r.read_from(&mut io).await {
+            Ok(Incoming::BinaryMasked(payload)) => {
+                assert_eq!(unmasked(&payload), big);
+                // Joined into pieces of at least PIECE_MIN (but the last, and the large one's
+                // neighbours), not one per 7 bytes.
+                assert!(
+                    payload.chunks.len() < 100_000 / PIECE_MIN + 4,
+                    "{}",
+                    payload.chunks.len()
+                );
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[tokio::test]
+    async fn over_owned_chunks_text_and_fragments_still_go_through_the_buffer() {
+        let text = "é".repeat(40_000);
+        let part: Vec<u8> = vec![1u8; 70_000];
+        let wire = [
+            frame(true, false, 0x1, text.as_bytes()),
+            frame(false, false, 0x2, &part),
+            frame(true, false, 0x0, &part),
+        ]
+        .concat();
+        let chunks = wire.chunks(10_000).map(Bytes::copy_from_slice).collect();
+        let mut io = Chunks(chunks);
+        let mut r = reader(false);
+        assert_eq!(
+            r.read_from(&mut io).await,
+            Ok(Incoming::Text(Bytes::from(text)))
+        );
+        assert_eq!(
+            r.read_from(&mut io).await,
+            Ok(Incoming::Binary(Bytes::from([part.clone(), part].concat())))
+        );
+    }
+
+    #[tokio::test]
+    async fn an_owned_large_payload_goes_out_as_slices_of_itself() {
+        let big = Bytes::from((0..100_000u32).map(|i| i as u8).collect::<Vec<u8>>());
+        let mut io = OwnedWrites {
+            grant: 30_000,
+            taken: Vec::new(),
+        };
+        let mut w = WsWriter::new(None);
+        w.message_owned(&mut io, false, big.clone()).await.unwrap();
+        // The header alone, then the payload in the pieces granted, none of them copied.
+        assert_eq!(&io.taken[0][..], &[0x82, 127, 0, 0, 0, 0, 0, 1, 0x86, 0xA0]);
+        let pieces = &io.taken[1..];
+        assert_eq!(
+            pieces.iter().map(Bytes::len).collect::<Vec<_>>(),
+            [30_000, 30_000, 30_000, 10_000]
+        );
+        let mut at = 0;
+        for piece in pieces {
+            assert_eq!(piece.as_ptr(), big[at..].as_ptr());
+            at += piece.len();
+        }
+    }
+
+    #[tokio::test]
+    async fn an_owned_small_or_compressed_payload_is_written_as_before() {
+        let small = Bytes::from_static(b"hello");
+        let mut io = OwnedWrites {
+            grant: usize::MAX,
+            taken: Vec::new(),
+        };
+        let mut w = WsWriter::new(None);
+        w.message_owned(&mut io, true, small).await.unwrap();
+        assert_eq!(io.taken.len(), 1);
+        assert_eq!(&io.taken[0][..], b"\x81\x05hello");
+        // A transport that takes no owned bytes gets the same frame as `message` writes.
+        let big = Bytes::from(vec![7u8; 50_000]);
+        let mut plain = PlainWrites::default();
+        w.message_owned(&mut plain, false, big.clone())
+            .await
+            .unwrap();
+        let mut expected = PlainWrites::default();
+        w.message(&mut expected, false, &big).await.unwrap();
+        assert_eq!(plain.0, expected.0);
     }
 
     #[tokio::test]

@@ -476,6 +476,42 @@ async def route_expect(scope, receive, send, query):
     await send_response(send, 200, b"got:" + (body or b""))
 
 
+async def route_read_when(scope, receive, send, query):
+    """Reads nothing until the file named by ?until= exists (awaiting, at most 30 s), then
+    streams the body through sha256 and answers {"size", "sha256"}."""
+    until = query["until"][0]
+    deadline = time.monotonic() + 30
+    while not os.path.exists(until) and time.monotonic() < deadline:
+        await asyncio.sleep(0.01)
+    h = hashlib.sha256()
+    size = 0
+    while True:
+        message = await receive()
+        if message["type"] != "http.request":
+            break
+        body = message.get("body", b"")
+        h.update(body)
+        size += len(body)
+        if not message.get("more_body", False):
+            break
+    await send_json(send, {"size": size, "sha256": h.hexdigest()})
+
+
+async def route_hop_fields(scope, receive, send, query):
+    """A response carrying HTTP/1.1's connection-specific fields (and a TE that is not
+    "trailers"), which an HTTP/2 or HTTP/3 message must not carry, beside a field to keep."""
+    headers = [
+        (b"connection", b"keep-alive"),
+        (b"keep-alive", b"timeout=5"),
+        (b"proxy-connection", b"keep-alive"),
+        (b"upgrade", b"foo"),
+        (b"te", b"gzip"),
+        (b"x-kept", b"yes"),
+    ]
+    await send({"type": "http.response.start", "status": 200, "headers": headers})
+    await send({"type": "http.response.body", "body": b"hop"})
+
+
 async def route_no_read(scope, receive, send, query):
     """Never reads the request body."""
     await send_response(send, 200, b"not reading your body")
@@ -524,6 +560,8 @@ ROUTES = {
     "/slow": route_slow,
     "/expect": route_expect,
     "/no_read": route_no_read,
+    "/read_when": route_read_when,
+    "/hop_fields": route_hop_fields,
 }
 
 

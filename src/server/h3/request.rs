@@ -12,18 +12,17 @@ use std::task::Poll;
 use bytes::Bytes;
 use h3::error::Code;
 use h3::server::RequestResolver;
-use http::header::CONTENT_LENGTH;
-use http::{HeaderMap, Request, StatusCode};
+use http::{Request, StatusCode};
 
 use crate::bridge::ResponseBody;
 use crate::http::body_reader::InBody;
-use crate::http::headers::h3_request_is_malformed;
+use crate::http::headers::{content_length, h3_request_is_malformed};
 use crate::server::conn_state::ConnCtx;
-use crate::server::early_hints::{informational, H3Hints};
+use crate::server::early_hints::{informational, StreamHints};
 use crate::server::h3::body::H3Body;
 use crate::server::h3::response::{write_response, SendSide};
 use crate::server::h3::websocket::serve_websocket;
-use crate::server::service::{handle_h3_request, TrackedBody};
+use crate::server::service::{handle_multiplexed_request, TrackedBody};
 
 pub(crate) type Resolver = RequestResolver<crate::server::h3::protocol_shim::Connection, Bytes>;
 
@@ -70,8 +69,8 @@ pub(crate) async fn serve_stream(resolver: Resolver, conn: Arc<ConnCtx>) {
     }
     let body = InBody::Other(Box::pin(H3Body::new(recv, length).await));
     let (parts, ()) = head.into_parts();
-    let hints = H3Hints::default();
-    let mut service = pin!(handle_h3_request(
+    let hints = StreamHints::default();
+    let mut service = pin!(handle_multiplexed_request(
         Request::from_parts(parts, body),
         conn.clone(),
         &hints
@@ -121,21 +120,4 @@ fn extended_connect_is_whole(method: &http::Method, uri: &http::Uri) -> bool {
 fn reject(send: &mut SendSide, recv: &mut crate::server::h3::body::RecvSide) {
     send.stop_stream(Code::H3_MESSAGE_ERROR);
     recv.stop_sending(Code::H3_MESSAGE_ERROR);
-}
-
-/// The announced body length; Err for a value that is no length, or lengths that disagree.
-fn content_length(headers: &HeaderMap) -> Result<Option<u64>, ()> {
-    let mut length = None;
-    for value in headers.get_all(CONTENT_LENGTH) {
-        let n = value
-            .to_str()
-            .ok()
-            .and_then(|text| text.trim().parse::<u64>().ok())
-            .ok_or(())?;
-        if length.is_some_and(|seen| seen != n) {
-            return Err(());
-        }
-        length = Some(n);
-    }
-    Ok(length)
 }

@@ -1,5 +1,5 @@
 //! A WebSocket over one HTTP/3 request stream (RFC 9220): the handshake through the same
-//! service path as HTTP/2's (`service::handle_h3_websocket`), the 200 sent on the stream,
+//! service path as HTTP/2's (`service::handle_multiplexed_websocket`), the 200 sent on the stream,
 //! then the stream handed to the WebSocket session as a byte stream (`ws_io`). A denial
 //! is an ordinary response on the stream. The stream's task lives as long as the socket:
 //! the connection counts it in flight, so a drain waits for the close handshake and the
@@ -14,7 +14,7 @@ use crate::server::conn_state::ConnCtx;
 use crate::server::h3::body::RecvSide;
 use crate::server::h3::response::{send_head, write_response, SendSide};
 use crate::server::h3::ws_io::H3Io;
-use crate::server::service::handle_h3_websocket;
+use crate::server::service::handle_multiplexed_websocket;
 
 pub(crate) async fn serve_websocket(
     head: Request<()>,
@@ -25,7 +25,7 @@ pub(crate) async fn serve_websocket(
     let (io_tx, io_rx) = oneshot::channel::<H3Io>();
     let upgraded = async move { io_rx.await.ok() };
     let (parts, ()) = head.into_parts();
-    let response = handle_h3_websocket(parts, conn.clone(), upgraded).await;
+    let response = handle_multiplexed_websocket(parts, conn.clone(), upgraded).await;
     let date = conn.shared.config.date_header;
     // A 2xx is the acceptance (a 2xx denial was turned into a 403 already).
     if !response.status().is_success() {

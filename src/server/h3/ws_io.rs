@@ -203,6 +203,9 @@ impl AsyncWrite for H3Io {
     }
 }
 
+/// h3 frames what it is given, but each write here is copied into a DATA frame of its own.
+impl crate::ws::stream::WsTransport for H3Io {}
+
 impl Drop for H3Io {
     fn drop(&mut self) {
         // The send side resets itself (`Guarded`) unless it finished.
