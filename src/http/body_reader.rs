@@ -31,9 +31,7 @@ pub(crate) enum InBody {
     Other(Pin<Box<dyn Body<Data = Bytes, Error = BodyFault> + Send>>),
 }
 
-/// A body that cannot be read on: broken framing, a reset, a lost connection.
-#[derive(Debug)]
-pub(crate) struct BodyFault;
+use crate::http::body_fault::BodyFault;
 
 impl From<Incoming> for InBody {
     fn from(body: Incoming) -> Self {

@@ -10,7 +10,7 @@ use bytes::Bytes;
 use h2::RecvStream;
 use http_body::{Body, Frame, SizeHint};
 
-use crate::http::body_reader::BodyFault;
+use crate::http::body_fault::BodyFault;
 
 pub(crate) struct H2Body {
     recv: RecvStream,

@@ -5,6 +5,7 @@
 //! integers (`quic_varint`), and the static route's rules (`static_files`). No threads, no
 //! Python.
 
+pub(crate) mod body_fault;
 pub(crate) mod body_reader;
 pub(crate) mod date;
 pub(crate) mod h1_request;

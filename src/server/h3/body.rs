@@ -10,7 +10,7 @@ use bytes::{Buf, Bytes};
 use h3::server::RequestStream;
 use http_body::{Body, Frame, SizeHint};
 
-use crate::http::body_reader::BodyFault;
+use crate::http::body_fault::BodyFault;
 
 pub(crate) type RecvSide = RequestStream<crate::server::h3::protocol_shim::RecvStream, Bytes>;
 
