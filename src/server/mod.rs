@@ -27,6 +27,7 @@ mod service;
 mod side_wake;
 mod stamp;
 mod static_route;
+mod stream_io;
 mod tls_records;
 mod websocket;
 

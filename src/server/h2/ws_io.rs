@@ -11,10 +11,11 @@ use std::io;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::Bytes;
 use h2::{RecvStream, SendStream};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
+use crate::server::stream_io::{gather, read_out};
 use crate::ws::stream::WsTransport;
 
 /// The most bytes one write asks h2 for: a DATA frame's worth is granted at a time anyway.
@@ -130,9 +131,7 @@ impl AsyncRead for H2Io {
                 this.chunk = data;
             }
         }
-        let n = this.chunk.len().min(buf.remaining());
-        buf.put_slice(&this.chunk[..n]);
-        this.chunk.advance(n);
+        read_out(&mut this.chunk, buf);
         Poll::Ready(Ok(()))
     }
 }
@@ -164,15 +163,7 @@ impl AsyncWrite for H2Io {
         }
         let this = self.get_mut();
         let n = ready!(this.poll_granted(cx, total.min(MAX_WRITE)))?;
-        let mut data = BytesMut::with_capacity(n);
-        for buf in bufs {
-            let room = n - data.len();
-            if room == 0 {
-                break;
-            }
-            data.extend_from_slice(&buf[..buf.len().min(room)]);
-        }
-        this.send(data.freeze())?;
+        this.send(gather(bufs, n))?;
         Poll::Ready(Ok(n))
     }
 

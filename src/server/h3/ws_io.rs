@@ -14,13 +14,14 @@ use std::io;
 use std::pin::Pin;
 use std::task::{ready, Context, Poll};
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, Bytes};
 use h3::error::{Code, StreamError};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::sync::oneshot;
 
 use crate::server::h3::body::RecvSide;
 use crate::server::h3::response::SendSide;
+use crate::server::stream_io::{gather, read_out};
 
 /// The most bytes one write takes: one DATA frame.
 const MAX_WRITE: usize = 64 * 1024;
@@ -135,9 +136,7 @@ impl AsyncRead for H3Io {
                 Err(_) => return Poll::Ready(Err(io::ErrorKind::ConnectionReset.into())),
             }
         }
-        let n = this.chunk.len().min(buf.remaining());
-        buf.put_slice(&this.chunk[..n]);
-        this.chunk.advance(n);
+        read_out(&mut this.chunk, buf);
         Poll::Ready(Ok(()))
     }
 }
@@ -159,16 +158,7 @@ impl AsyncWrite for H3Io {
         cx: &mut Context<'_>,
         bufs: &[io::IoSlice<'_>],
     ) -> Poll<io::Result<usize>> {
-        let total: usize = bufs.iter().map(|b| b.len()).sum();
-        let mut data = BytesMut::with_capacity(total.min(MAX_WRITE));
-        for buf in bufs {
-            let room = MAX_WRITE - data.len();
-            if room == 0 {
-                break;
-            }
-            data.extend_from_slice(&buf[..buf.len().min(room)]);
-        }
-        self.get_mut().start_send(cx, data.freeze())
+        self.get_mut().start_send(cx, gather(bufs, MAX_WRITE))
     }
 
     fn is_write_vectored(&self) -> bool {
