@@ -1023,31 +1023,51 @@ mod tests {
         }
     }
 
-    /// A transport that takes owned bytes (as an HTTP/2 stream does), `grant` at a time;
-    /// keeps what it was handed.
-    struct OwnedWrites {
+    /// A transport that works in owned bytes, as an HTTP/2 stream does: it hands over the
+    /// given `chunks`, then the end, and takes writes `grant` bytes at a time, keeping what
+    /// it was handed in `taken`.
+    struct Owned {
+        chunks: std::collections::VecDeque<Bytes>,
         grant: usize,
         taken: Vec<Bytes>,
     }
 
-    impl AsyncRead for OwnedWrites {
+    impl Owned {
+        fn reading(chunks: std::collections::VecDeque<Bytes>) -> Self {
+            Owned {
+                chunks,
+                grant: usize::MAX,
+                taken: Vec::new(),
+            }
+        }
+
+        fn writing(grant: usize) -> Self {
+            Owned {
+                chunks: Default::default(),
+                grant,
+                taken: Vec::new(),
+            }
+        }
+    }
+
+    impl AsyncRead for Owned {
+        /// Never used: the reader takes the chunks themselves.
         fn poll_read(
             self: std::pin::Pin<&mut Self>,
             _cx: &mut std::task::Context<'_>,
             _buf: &mut tokio::io::ReadBuf<'_>,
         ) -> std::task::Poll<io::Result<()>> {
-            std::task::Poll::Ready(Ok(()))
+            std::task::Poll::Ready(Err(io::ErrorKind::Unsupported.into()))
         }
     }
 
-    impl AsyncWrite for OwnedWrites {
+    impl AsyncWrite for Owned {
         fn poll_write(
             self: std::pin::Pin<&mut Self>,
             _cx: &mut std::task::Context<'_>,
             data: &[u8],
         ) -> std::task::Poll<io::Result<usize>> {
-            let this = self.get_mut();
-            this.taken.push(Bytes::copy_from_slice(data));
+            self.get_mut().taken.push(Bytes::copy_from_slice(data));
             std::task::Poll::Ready(Ok(data.len()))
         }
 
@@ -1066,9 +1086,16 @@ mod tests {
         }
     }
 
-    impl WsTransport for OwnedWrites {
+    impl WsTransport for Owned {
         fn takes_owned(&self) -> bool {
             true
+        }
+
+        fn poll_read_chunk(
+            self: std::pin::Pin<&mut Self>,
+            _cx: &mut std::task::Context<'_>,
+        ) -> std::task::Poll<io::Result<Option<Bytes>>> {
+            std::task::Poll::Ready(Ok(self.get_mut().chunks.pop_front()))
         }
 
         fn poll_write_owned(
@@ -1080,56 +1107,6 @@ mod tests {
             let piece = data.split_to(this.grant.min(data.len()));
             this.taken.push(piece);
             std::task::Poll::Ready(Ok(()))
-        }
-    }
-
-    /// A transport handing over the given chunks, owned, then the end.
-    struct Chunks(std::collections::VecDeque<Bytes>);
-
-    impl AsyncRead for Chunks {
-        fn poll_read(
-            self: std::pin::Pin<&mut Self>,
-            _cx: &mut std::task::Context<'_>,
-            _buf: &mut tokio::io::ReadBuf<'_>,
-        ) -> std::task::Poll<io::Result<()>> {
-            std::task::Poll::Ready(Err(io::ErrorKind::Unsupported.into()))
-        }
-    }
-
-    impl AsyncWrite for Chunks {
-        fn poll_write(
-            self: std::pin::Pin<&mut Self>,
-            _cx: &mut std::task::Context<'_>,
-            data: &[u8],
-        ) -> std::task::Poll<io::Result<usize>> {
-            std::task::Poll::Ready(Ok(data.len()))
-        }
-
-        fn poll_flush(
-            self: std::pin::Pin<&mut Self>,
-            _cx: &mut std::task::Context<'_>,
-        ) -> std::task::Poll<io::Result<()>> {
-            std::task::Poll::Ready(Ok(()))
-        }
-
-        fn poll_shutdown(
-            self: std::pin::Pin<&mut Self>,
-            _cx: &mut std::task::Context<'_>,
-        ) -> std::task::Poll<io::Result<()>> {
-            std::task::Poll::Ready(Ok(()))
-        }
-    }
-
-    impl WsTransport for Chunks {
-        fn takes_owned(&self) -> bool {
-            true
-        }
-
-        fn poll_read_chunk(
-            self: std::pin::Pin<&mut Self>,
-            _cx: &mut std::task::Context<'_>,
-        ) -> std::task::Poll<io::Result<Option<Bytes>>> {
-            std::task::Poll::Ready(Ok(self.get_mut().0.pop_front()))
         }
     }
 
@@ -1152,7 +1129,7 @@ mod tests {
         // DATA-frame-sized chunks: the first holds the header and the payload's start, one
         // holds the payload's end and the next frames.
         let chunks = wire.chunks(16_384).map(Bytes::copy_from_slice).collect();
-        let mut io = Chunks(chunks);
+        let mut io = Owned::reading(chunks);
         let mut r = reader(false);
         match r.read_from(&mut io).await {
             Ok(Incoming::BinaryMasked(payload)) => {
@@ -1191,7 +1168,7 @@ mod tests {
             chunks.push_back(Bytes::copy_from_slice(&wire[at..end]));
             at = end;
         }
-        let mut io = Chunks(chunks);
+        let mut io = Owned::reading(chunks);
         let mut r = reader(false);
         match r.read_from(&mut io).await {
             Ok(Incoming::BinaryMasked(payload)) => {
@@ -1219,7 +1196,7 @@ mod tests {
         ]
         .concat();
         let chunks = wire.chunks(10_000).map(Bytes::copy_from_slice).collect();
-        let mut io = Chunks(chunks);
+        let mut io = Owned::reading(chunks);
         let mut r = reader(false);
         assert_eq!(
             r.read_from(&mut io).await,
@@ -1234,10 +1211,7 @@ mod tests {
     #[tokio::test]
     async fn an_owned_large_payload_goes_out_as_slices_of_itself() {
         let big = Bytes::from((0..100_000u32).map(|i| i as u8).collect::<Vec<u8>>());
-        let mut io = OwnedWrites {
-            grant: 30_000,
-            taken: Vec::new(),
-        };
+        let mut io = Owned::writing(30_000);
         let mut w = WsWriter::new(None);
         w.message_owned(&mut io, false, big.clone()).await.unwrap();
         // The header alone, then the payload in the pieces granted, none of them copied.
@@ -1257,10 +1231,7 @@ mod tests {
     #[tokio::test]
     async fn an_owned_small_or_compressed_payload_is_written_as_before() {
         let small = Bytes::from_static(b"hello");
-        let mut io = OwnedWrites {
-            grant: usize::MAX,
-            taken: Vec::new(),
-        };
+        let mut io = Owned::writing(usize::MAX);
         let mut w = WsWriter::new(None);
         w.message_owned(&mut io, true, small).await.unwrap();
         assert_eq!(io.taken.len(), 1);
