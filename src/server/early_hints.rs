@@ -30,7 +30,7 @@ use crate::bridge::EarlyHint;
 const MAX_PENDING: usize = 16 * 1024;
 
 /// HTTP/2 and HTTP/3: hints queued for the request stream's writer; more are dropped.
-const H3_QUEUE: usize = 8;
+const STREAM_QUEUE: usize = 8;
 
 /// Where a request's hints go.
 pub(crate) enum HintsOut<'a> {
@@ -68,12 +68,12 @@ impl StreamHints {
         self.queue.lock().unwrap_or_else(|p| p.into_inner())
     }
 
-    /// Queues a hint; beyond `H3_QUEUE` it is dropped (hints are optional, RFC 8297 §2):
+    /// Queues a hint; beyond `STREAM_QUEUE` it is dropped (hints are optional, RFC 8297 §2):
     /// the writer drains the queue after every poll of the service, so it only fills when an
     /// app sends more hints in one go than that.
     fn push(&self, hint: EarlyHint) {
         let mut queue = self.queue();
-        if queue.len() < H3_QUEUE {
+        if queue.len() < STREAM_QUEUE {
             queue.push_back(hint);
         }
     }
