@@ -8,9 +8,8 @@ import uuid
 
 import httpx
 from websockets.exceptions import ConnectionClosed
-from websockets.sync.client import connect as ws_connect
 
-from tests.support.helpers import raw_request, start_server, wait_until
+from tests.support.helpers import raw_request, start_server, wait_until, ws_sync_connect
 
 
 def test_access_log_one_line_per_request():
@@ -121,7 +120,7 @@ def _exercise(server, marker):
     with httpx.Client(base_url=server.url, timeout=10, http1=False, http2=True) as client:
         assert client.get("/h2", params={"m": marker}).http_version == "HTTP/2"
         count += 1
-    with ws_connect("ws://127.0.0.1:%d/ws?m=%s" % (server.port, marker)) as ws:
+    with ws_sync_connect("ws://127.0.0.1:%d/ws?m=%s" % (server.port, marker)) as ws:
         try:
             ws.recv(timeout=5)
         except ConnectionClosed:

@@ -8,9 +8,8 @@ import uuid
 import httpx
 import pytest
 from websockets.exceptions import ConnectionClosed
-from websockets.sync.client import connect as ws_connect
 
-from tests.support.helpers import raw_request, run_ferrocorn, start_server
+from tests.support.helpers import raw_request, run_ferrocorn, start_server, ws_sync_connect
 
 APP = "tests.apps.access_log_app:app"
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
@@ -74,7 +73,7 @@ def serve_and_collect(*flags, env=None, marker):
             server.port, "GET", "/raw?m=" + marker, [("User-Agent", 'say "hi" \\ caf\xe9')]
         )
         assert raw.status == 200
-        with ws_connect("ws://127.0.0.1:%d/ws?m=%s" % (server.port, marker)) as ws:
+        with ws_sync_connect("ws://127.0.0.1:%d/ws?m=%s" % (server.port, marker)) as ws:
             try:
                 ws.recv(timeout=5)
             except ConnectionClosed:

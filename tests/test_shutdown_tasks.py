@@ -19,12 +19,12 @@ from tests.support.helpers import (
     server_env,
     start_server,
     wait_until,
+    ws_sync_connect,
 )
 
 websockets = pytest.importorskip("websockets")
 
 from websockets.exceptions import ConnectionClosed  # noqa: E402
-from websockets.sync.client import connect  # noqa: E402
 
 APP = "tests.apps.shutdown_tasks:app"
 WS_APP = "tests.apps.shutdown_tasks:ws_app"
@@ -116,7 +116,7 @@ def test_waiting_line_names_the_tasks_once(tmp_path):
 def test_websocket_work_after_client_close_finishes(tmp_path):
     server, marker = start(tmp_path, app=WS_APP)
     try:
-        with connect("ws://127.0.0.1:%d/ws?sleep=1" % server.port, open_timeout=10) as ws:
+        with ws_sync_connect("ws://127.0.0.1:%d/ws?sleep=1" % server.port, open_timeout=10) as ws:
             assert pid_of(marker, "ws-open"), server.output()
             ws.close()
         assert pid_of(marker, "ws-disconnected"), server.output()
@@ -131,7 +131,7 @@ def test_websocket_work_after_client_close_finishes(tmp_path):
 def test_websocket_closed_by_shutdown_finishes_its_work(tmp_path):
     server, marker = start(tmp_path, app=WS_APP)
     try:
-        with connect("ws://127.0.0.1:%d/ws?sleep=1" % server.port, open_timeout=10) as ws:
+        with ws_sync_connect("ws://127.0.0.1:%d/ws?sleep=1" % server.port, open_timeout=10) as ws:
             assert pid_of(marker, "ws-open"), server.output()
             server.proc.send_signal(signal.SIGTERM)
             with pytest.raises(ConnectionClosed) as closed:

@@ -521,3 +521,16 @@ def wait_until(predicate, timeout=10.0, interval=0.05):
             return value
         time.sleep(interval)
     return predicate()
+
+
+def ws_sync_connect(uri, **kwargs):
+    """``websockets.sync.client.connect`` without the client's keepalive pings.
+
+    The keepalive thread waits by joining the receiving thread, and ``close()`` joins it too;
+    PyPy 3.9's ``Thread.join`` is not safe against two joiners at once ("cannot release
+    un-acquired lock"), so a test that closes the socket could fail in the test process itself.
+    """
+    from websockets.sync.client import connect
+
+    kwargs.setdefault("ping_interval", None)
+    return connect(uri, **kwargs)
