@@ -26,11 +26,25 @@ const EARNED_PER_REQUEST: u32 = 4;
 
 const CLIENT_PREFACE_LEN: usize = 24;
 
-const DATA: u8 = 0x0;
-const HEADERS: u8 = 0x1;
-const CONTINUATION: u8 = 0x9;
-const END_STREAM: u8 = 0x1;
-const END_HEADERS: u8 = 0x4;
+/// RFC 9113 §6's frame types.
+pub(crate) mod frame_kind {
+    pub(crate) const DATA: u8 = 0x0;
+    pub(crate) const HEADERS: u8 = 0x1;
+    pub(crate) const PRIORITY: u8 = 0x2;
+    pub(crate) const RST_STREAM: u8 = 0x3;
+    pub(crate) const SETTINGS: u8 = 0x4;
+    pub(crate) const PING: u8 = 0x6;
+    pub(crate) const GOAWAY: u8 = 0x7;
+    pub(crate) const WINDOW_UPDATE: u8 = 0x8;
+    pub(crate) const CONTINUATION: u8 = 0x9;
+}
+use frame_kind::{CONTINUATION, DATA, HEADERS};
+
+pub(crate) const END_STREAM: u8 = 0x1;
+pub(crate) const END_HEADERS: u8 = 0x4;
+
+/// RFC 9113 §7's ENHANCE_YOUR_CALM.
+pub(crate) const ENHANCE_YOUR_CALM: u32 = 0xb;
 
 /// A frame's 9-byte header (RFC 9113 §4.1).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -134,7 +148,7 @@ impl FrameScanner {
                     OnFrame::StopBefore
                 }
             },
-            |_| {},
+            |_| true,
         );
         match stop {
             Some(Stop::Before(at) | Stop::After(at)) => Some(at),
@@ -143,14 +157,18 @@ impl FrameScanner {
     }
 
     /// Scans `data`: `on_frame(head)` for each frame header completed says what to do with
-    /// the frame (see `OnFrame`); `on_payload` gets the payload of the frames it captures.
+    /// the frame (see `OnFrame`); `on_payload` gets the payload of the frames it captures, and
+    /// stops the scan where that frame began (or at 0, if it began in an earlier call) when it
+    /// returns false.
     pub(crate) fn feed_frames(
         &mut self,
         data: &[u8],
         mut on_frame: impl FnMut(FrameHead) -> OnFrame,
-        mut on_payload: impl FnMut(&[u8]),
+        mut on_payload: impl FnMut(&[u8]) -> bool,
     ) -> Option<Stop> {
         let mut i = 0;
+        // Where the current frame began in `data` (0: in an earlier call).
+        let mut frame_start = 0;
         while i < data.len() {
             match &mut self.scan {
                 Scan::Preface(left) => {
@@ -171,8 +189,8 @@ impl FrameScanner {
                         continue;
                     }
                     let take = (*left as usize).min(data.len() - i);
-                    if *capture {
-                        on_payload(&data[i..i + take]);
+                    if *capture && !on_payload(&data[i..i + take]) {
+                        return Some(Stop::Before(frame_start));
                     }
                     *left -= take as u32;
                     i += take;
@@ -183,6 +201,7 @@ impl FrameScanner {
                 }
                 Scan::Head { buf, have } => {
                     let began = i.saturating_sub(*have);
+                    frame_start = began;
                     let take = (9 - *have).min(data.len() - i);
                     buf[*have..*have + take].copy_from_slice(&data[i..i + take]);
                     *have += take;
@@ -288,15 +307,14 @@ impl FloodBudget {
     }
 }
 
-/// GOAWAY (RFC 9113 §6.8) with ENHANCE_YOUR_CALM, naming `last_stream` as the last stream
-/// the server may have processed.
-pub(crate) fn goaway_enhance_your_calm(last_stream: u32) -> [u8; 17] {
-    const ENHANCE_YOUR_CALM: u32 = 0xb;
+/// GOAWAY (RFC 9113 §6.8) with error `code`, naming `last_stream` as the last stream the
+/// server may have processed.
+pub(crate) fn goaway(last_stream: u32, code: u32) -> [u8; 17] {
     let mut frame = [0u8; 17];
     frame[2] = 8; // payload length
-    frame[3] = 0x7; // GOAWAY
+    frame[3] = frame_kind::GOAWAY;
     frame[9..13].copy_from_slice(&(last_stream & 0x7fff_ffff).to_be_bytes());
-    frame[13..17].copy_from_slice(&ENHANCE_YOUR_CALM.to_be_bytes());
+    frame[13..17].copy_from_slice(&code.to_be_bytes());
     frame
 }
 
@@ -382,7 +400,10 @@ mod tests {
                             0x1 => OnFrame::StopAfter,
                             _ => OnFrame::Pass,
                         },
-                        |p| captured.extend_from_slice(p),
+                        |p| {
+                            captured.extend_from_slice(p);
+                            true
+                        },
                     );
                     match stop {
                         Some(Stop::After(k)) => {
@@ -402,6 +423,29 @@ mod tests {
             assert_eq!(stops, vec![15 + 14, 15 + 14 + 9], "step {step}");
             assert!(scanner.at_boundary());
         }
+    }
+
+    #[test]
+    fn a_payload_refused_stops_where_its_frame_began() {
+        let mut data = frame(0x8, 0, 0, &[0, 0, 0, 1]);
+        data.extend(frame(0x4, 0, 0, b"abcdefghijkl"));
+        let refuse = |p: &[u8]| !p.contains(&b'h');
+        let capture = |h: FrameHead| {
+            if h.kind == 0x4 {
+                OnFrame::Capture
+            } else {
+                OnFrame::Pass
+            }
+        };
+        // in one piece: the SETTINGS frame begins at 13
+        let mut scanner = FrameScanner::server();
+        let stop = scanner.feed_frames(&data, capture, refuse);
+        assert_eq!(stop, Some(Stop::Before(13)));
+        // its header in one call, the payload in the next: stopped at 0 of that call
+        let mut scanner = FrameScanner::server();
+        assert_eq!(scanner.feed_frames(&data[..24], capture, refuse), None);
+        let stop = scanner.feed_frames(&data[24..], capture, refuse);
+        assert_eq!(stop, Some(Stop::Before(0)));
     }
 
     #[test]
@@ -496,7 +540,7 @@ mod tests {
 
     #[test]
     fn goaway_frame_layout() {
-        let frame = goaway_enhance_your_calm(7);
+        let frame = goaway(7, ENHANCE_YOUR_CALM);
         assert_eq!(&frame[..9], &[0, 0, 8, 7, 0, 0, 0, 0, 0]);
         assert_eq!(&frame[9..13], &7u32.to_be_bytes());
         assert_eq!(&frame[13..], &0xbu32.to_be_bytes());

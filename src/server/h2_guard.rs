@@ -1,7 +1,9 @@
-//! The I/O wrapper of an HTTP/2 connection that enforces `http::h2_flood`: it watches the
-//! frame headers going both ways and, once the client has spent its budget of frames that
-//! make no progress, stops feeding h2, writes GOAWAY(ENHANCE_YOUR_CALM) itself (at a frame
-//! boundary of what h2 wrote, so the stream stays well-formed) and ends the connection.
+//! The I/O wrapper of an HTTP/2 connection that enforces `http::h2_flood` and
+//! `http::h2_frame_rules`: it watches the frame headers going both ways and, once the client
+//! has spent its budget of frames that make no progress or sent a frame those rules refuse,
+//! stops feeding h2 (which never sees that frame), writes the GOAWAY itself
+//! (ENHANCE_YOUR_CALM, or the rule's error code; at a frame boundary of what h2 wrote, so the
+//! stream stays well-formed) and ends the connection.
 
 use std::io::{self, IoSlice};
 use std::pin::Pin;
@@ -12,7 +14,8 @@ use std::time::Instant;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::http::h2_flood::{goaway_enhance_your_calm, FloodBudget, FrameScanner};
+use crate::http::h2_flood::{goaway, FloodBudget, FrameScanner, OnFrame, Stop, ENHANCE_YOUR_CALM};
+use crate::http::h2_frame_rules::FrameRules;
 
 enum Phase {
     Serving,
@@ -30,8 +33,11 @@ pub(crate) struct H2Guard<S> {
     incoming: FrameScanner,
     outgoing: FrameScanner,
     budget: FloodBudget,
+    rules: FrameRules,
     last_refill: Instant,
     phase: Phase,
+    /// Whether h2 has written a frame (its SETTINGS): a GOAWAY must not come first.
+    wrote_frame: bool,
     /// Called once when the budget runs out, with the frames charged.
     on_flood: Option<Box<dyn FnOnce(u64) + Send>>,
     /// When the client last sent something (`server::h2`'s keep-alive PINGs only a quiet
@@ -76,21 +82,26 @@ impl<S> H2Guard<S> {
             incoming: FrameScanner::client(),
             outgoing: FrameScanner::server(),
             budget: FloodBudget::default(),
+            rules: FrameRules::default(),
             last_refill: Instant::now(),
             phase: Phase::Serving,
+            wrote_frame: false,
             on_flood: Some(Box::new(on_flood)),
             heard,
         }
     }
 
-    fn trip(&mut self) {
-        if let Some(on_flood) = self.on_flood.take() {
-            on_flood(self.budget.charged);
+    /// Ends the connection with GOAWAY(`code`).
+    fn trip(&mut self, code: u32) {
+        if code == ENHANCE_YOUR_CALM {
+            if let Some(on_flood) = self.on_flood.take() {
+                on_flood(self.budget.charged);
+            }
         }
         // Mid-frame, a GOAWAY would corrupt what h2 was writing: then just close.
-        self.phase = if self.outgoing.at_boundary() {
+        self.phase = if self.wrote_frame && self.outgoing.at_boundary() {
             Phase::Closing {
-                goaway: goaway_enhance_your_calm(self.budget.last_stream()),
+                goaway: goaway(self.budget.last_stream(), code),
                 written: 0,
             }
         } else {
@@ -139,13 +150,36 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for H2Guard<S> {
         this.last_refill = now;
         this.heard.record(now);
         let budget = &mut this.budget;
-        let stop = this
-            .incoming
-            .feed(&buf.filled()[start..], |head| budget.incoming(head));
-        if let Some(offset) = stop {
-            // h2 never sees the frame that broke the budget, nor what came after it.
+        let rules = std::cell::RefCell::new(&mut this.rules);
+        let code = std::cell::Cell::new(ENHANCE_YOUR_CALM);
+        let stop = this.incoming.feed_frames(
+            &buf.filled()[start..],
+            |head| {
+                let mut rules = rules.borrow_mut();
+                if let Err(broken) = rules.check(head) {
+                    code.set(broken);
+                    OnFrame::StopBefore
+                } else if !budget.incoming(head) {
+                    OnFrame::StopBefore
+                } else if rules.wants_payload() {
+                    OnFrame::Capture
+                } else {
+                    OnFrame::Pass
+                }
+            },
+            |piece| match rules.borrow_mut().payload(piece) {
+                Ok(()) => true,
+                Err(broken) => {
+                    code.set(broken);
+                    false
+                }
+            },
+        );
+        if let Some(Stop::Before(offset) | Stop::After(offset)) = stop {
+            let code = code.get();
+            // h2 never sees the frame that broke the budget or a rule, nor what came after.
             buf.set_filled(start + offset);
-            this.trip();
+            this.trip(code);
             if buf.filled().len() == start {
                 return this.poll_goaway(cx).map(|()| Ok(()));
             }
@@ -157,8 +191,10 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for H2Guard<S> {
 impl<S: AsyncWrite + Unpin> H2Guard<S> {
     fn feed_outgoing(&mut self, data: &[u8]) {
         let budget = &mut self.budget;
+        let wrote_frame = &mut self.wrote_frame;
         self.outgoing.feed(data, |head| {
             budget.outgoing(head);
+            *wrote_frame = true;
             true
         });
     }

@@ -2,13 +2,15 @@
 //! TLS handshake (when configured, with its timeout) and the choice of protocol. Runs in
 //! tokio, per connection.
 //!
-//! The I/O wrappers a connection's bytes pass through, from hyper down to the socket. Each
-//! layer is added where what it needs is known: the socket's kind at the accept
-//! (`listener`), TLS here, the protocol once sniffed or negotiated (`connection`):
+//! The I/O wrappers a connection's bytes pass through, from hyper (HTTP/1.1) or h2 down to
+//! the socket. Each layer is added where what it needs is known: the socket's kind at the
+//! accept (`listener`), TLS here, the protocol once sniffed or negotiated (`connection`):
 //!
 //! ```text
-//!   hyper (TokioIo)
-//!     └ H2Guard              HTTP/2 only: the frame-flood budget       connection.rs
+//!   hyper (TokioIo) / h2
+//!     └ H2Guard              HTTP/2 only: the frame-flood budget and   connection.rs
+//!                            the frame rules h2 answers wrongly
+//!     └ Batched              HTTP/2 only: read-ahead, held writes      connection.rs (h2_batch.rs)
 //!     └ ReplayRewrite        replays sniffed/PROXY bytes; on HTTP/1   detect.rs (proxied.rs)
 //!                            rewrites hyper's output (header order,
 //!                            HTTP/1.0 status line, 103 Early Hints)
