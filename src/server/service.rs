@@ -31,7 +31,7 @@ use crate::server::early_hints::{HintsOut, StreamHints};
 use crate::server::static_route;
 use crate::server::websocket::{handle_upgrade, handshake};
 use crate::server::{Admit, ServerShared};
-use crate::ws::handshake::{asks_for_websocket, check_handshake, Refusal};
+use crate::ws::handshake::{asks_for_http1_upgrade, check_handshake, Refusal};
 
 /// The response body plus the in-flight marker that lives exactly as long as hyper needs it.
 pub(crate) struct TrackedBody {
@@ -239,7 +239,7 @@ fn request_line_too_long<B>(req: &Request<B>, conn: &ConnCtx) -> Option<Response
 
 /// An HTTP/1.1 upgrade (HTTP/2's extended CONNECT is told apart in `server::h2::stream`).
 fn is_websocket_request(config: &ServerConfig, req: &Request<Incoming>) -> bool {
-    config.ws.enabled && req.version() <= Version::HTTP_11 && asks_for_websocket(req.headers())
+    config.ws.enabled && asks_for_http1_upgrade(req.version(), req.headers())
 }
 
 /// The server's own 503 for a request it cannot take now: a retry soon may succeed.

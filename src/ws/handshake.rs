@@ -16,6 +16,12 @@ pub(crate) fn asks_for_websocket(headers: &HeaderMap) -> bool {
         && header_has_token(headers, &CONNECTION, "upgrade")
 }
 
+/// An HTTP/1.x request that asks for a WebSocket by upgrade. Over HTTP/2 and 3 those fields
+/// mean nothing (a WebSocket is an extended CONNECT there, `asks_for_websocket_over_h2`).
+pub(crate) fn asks_for_http1_upgrade(version: Version, headers: &HeaderMap) -> bool {
+    version <= Version::HTTP_11 && asks_for_websocket(headers)
+}
+
 /// RFC 8441 §4: an HTTP/2 extended CONNECT whose `:protocol` is `websocket` (an upgrade
 /// token, compared case-insensitively as `Upgrade` values are) asks for a WebSocket.
 pub(crate) fn asks_for_websocket_over_h2(method: &Method, protocol: Option<&str>) -> bool {
@@ -95,7 +101,7 @@ fn key_is_valid(key: &[u8]) -> bool {
 
 /// True when `head` asks for a WebSocket and may have one (RFC 6455 §4.2.1).
 pub fn is_upgrade(method: &Method, version: Version, headers: &HeaderMap) -> bool {
-    asks_for_websocket(headers) && check_handshake(method, version, headers).is_ok()
+    asks_for_http1_upgrade(version, headers) && check_handshake(method, version, headers).is_ok()
 }
 
 /// The fields of the `101` answer that the handshake itself sets: an app's own values for
@@ -236,6 +242,9 @@ mod tests {
         let no_conn = headers(&[("upgrade", "websocket"), ("sec-websocket-key", "x")]);
         assert!(!asks_for_websocket(&no_conn));
         assert!(!is_upgrade(&Method::GET, Version::HTTP_11, &no_conn));
+        // the fields mean nothing over HTTP/2, even on an extended CONNECT (fuzz finding)
+        assert!(!is_upgrade(&Method::CONNECT, Version::HTTP_2, &h));
+        assert!(!is_upgrade(&Method::GET, Version::HTTP_2, &h));
     }
 
     fn handshake(method: Method, version: Version, extra: &[(&str, &str)]) -> Result<(), Refusal> {
