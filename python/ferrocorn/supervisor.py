@@ -464,12 +464,15 @@ class Supervisor:
 
     def _stop_workers(self) -> None:
         self._stop_at = None
-        for worker in self.workers:
-            self._terminate(worker)
         # No worker will be started on them again: once each worker's core has stopped
         # accepting (and taken what was queued), a new connection is refused, not queued on
-        # our copy of the socket for nobody.
+        # our copy of the socket for nobody. Closed before the workers are signalled, so a
+        # worker's close is the socket's last: had we been descheduled between the signals and
+        # this close, a worker could stop accepting first and what the kernel queued in between
+        # would be reset.
         self._close_sockets()
+        for worker in self.workers:
+            self._terminate(worker)
         timeout = self.config.timeout_graceful_shutdown
         if timeout is not None:
             self._stop_deadline = time.monotonic() + timeout + SHUTDOWN_MARGIN
