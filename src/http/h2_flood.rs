@@ -6,8 +6,9 @@
 //! streams or empty DATA cost a frame's processing each, and none of them moves a request
 //! forward (the 2019 HTTP/2 CVEs: CVE-2019-9512 ping flood, -9515 settings flood, -9518
 //! empty frames). `FrameScanner` splits the byte stream into frames by their 9-byte headers
-//! (never touching payloads); `FloodBudget` charges a token for each such frame and closes
-//! the connection when a burst runs out. Tokens come back with time and with real work:
+//! (handing a payload over only when its caller asks: `h2_frame_rules` reads SETTINGS);
+//! `FloodBudget` charges a token for each such frame and closes the connection when a burst
+//! runs out. Tokens come back with time and with real work:
 //! each DATA frame the server sends earns the WINDOW_UPDATEs a client returns for it, each
 //! new request the control frames that may come with it. The numbers are generous: a real
 //! client never comes near them.
