@@ -20,18 +20,17 @@ use http_body_util::BodyExt;
 use hyper::body::Incoming;
 use tokio::time::{Instant, Sleep};
 
+use crate::http::body_fault::BodyFault;
 use crate::http::h2_body::H2Body;
 
 /// A request body as a protocol delivers it: hyper's (HTTP/1.1), h2's stream (HTTP/2,
-/// `server::h2::H2Body`), or another protocol's adapter (HTTP/3's over its QUIC stream).
+/// `http::h2_body::H2Body`), or another protocol's adapter (HTTP/3's over its QUIC stream).
 /// One branch per poll, no box for the two common ones.
 pub(crate) enum InBody {
     Hyper(Incoming),
     H2(H2Body),
     Other(Pin<Box<dyn Body<Data = Bytes, Error = BodyFault> + Send>>),
 }
-
-use crate::http::body_fault::BodyFault;
 
 impl From<Incoming> for InBody {
     fn from(body: Incoming) -> Self {

@@ -73,32 +73,27 @@ enum Scan {
     Preface(usize),
     /// `have` bytes of the next frame header so far.
     Head { buf: [u8; 9], have: usize },
-    /// Payload bytes of the current frame still to pass; whether they go to `on_payload`;
-    /// whether the scan stops at the frame's end.
-    Payload {
-        left: u32,
-        capture: bool,
-        stop: bool,
-    },
+    /// Payload bytes of the current frame still to pass; whether they go to the sink.
+    Payload { left: u32, capture: bool },
 }
 
-/// What to do with a frame whose header was just read (`FrameScanner::feed_frames`).
+/// What to do with a frame whose header was just read.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) enum OnFrame {
     Pass,
-    /// Hand its payload to `on_payload`, in pieces as it passes.
+    /// Hand its payload to `FrameSink::payload`, in pieces as it passes.
     Capture,
-    /// Stop right after the frame, its payload included.
-    StopAfter,
     /// Stop where the frame begins.
     StopBefore,
 }
 
-/// Where `feed_frames` stopped, as an offset into the data it was given.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) enum Stop {
-    Before(usize),
-    After(usize),
+/// What a scan does with the frames it finds (`FrameScanner::feed_frames`).
+pub(crate) trait FrameSink {
+    /// A frame header just read.
+    fn frame(&mut self, head: FrameHead) -> OnFrame;
+    /// A piece of a captured frame's payload, in order; false stops the scan where that
+    /// frame began.
+    fn payload(&mut self, piece: &[u8]) -> bool;
 }
 
 /// Finds the frame headers in one direction of an HTTP/2 connection, bytes as they pass.
@@ -138,35 +133,28 @@ impl FrameScanner {
     pub(crate) fn feed(
         &mut self,
         data: &[u8],
-        mut on_frame: impl FnMut(FrameHead) -> bool,
+        on_frame: impl FnMut(FrameHead) -> bool,
     ) -> Option<usize> {
-        let stop = self.feed_frames(
-            data,
-            |head| {
-                if on_frame(head) {
+        struct Heads<F>(F);
+        impl<F: FnMut(FrameHead) -> bool> FrameSink for Heads<F> {
+            fn frame(&mut self, head: FrameHead) -> OnFrame {
+                if (self.0)(head) {
                     OnFrame::Pass
                 } else {
                     OnFrame::StopBefore
                 }
-            },
-            |_| true,
-        );
-        match stop {
-            Some(Stop::Before(at) | Stop::After(at)) => Some(at),
-            None => None,
+            }
+            fn payload(&mut self, _piece: &[u8]) -> bool {
+                true
+            }
         }
+        self.feed_frames(data, &mut Heads(on_frame))
     }
 
-    /// Scans `data`: `on_frame(head)` for each frame header completed says what to do with
-    /// the frame (see `OnFrame`); `on_payload` gets the payload of the frames it captures, and
-    /// stops the scan where that frame began (or at 0, if it began in an earlier call) when it
-    /// returns false.
-    pub(crate) fn feed_frames(
-        &mut self,
-        data: &[u8],
-        mut on_frame: impl FnMut(FrameHead) -> OnFrame,
-        mut on_payload: impl FnMut(&[u8]) -> bool,
-    ) -> Option<Stop> {
+    /// Scans `data`, telling `sink` of each frame header completed and handing it the payloads
+    /// it captures. When it says stop: the offset in `data` where that frame began (0 if it
+    /// began in an earlier call).
+    pub(crate) fn feed_frames(&mut self, data: &[u8], sink: &mut impl FrameSink) -> Option<usize> {
         let mut i = 0;
         // Where the current frame began in `data` (0: in an earlier call).
         let mut frame_start = 0;
@@ -180,25 +168,17 @@ impl FrameScanner {
                         self.scan = FrameScanner::server().scan;
                     }
                 }
-                Scan::Payload {
-                    left,
-                    capture,
-                    stop,
-                } => {
+                Scan::Payload { left, capture } => {
                     if *left == 0 {
                         self.scan = FrameScanner::server().scan;
                         continue;
                     }
                     let take = (*left as usize).min(data.len() - i);
-                    if *capture && !on_payload(&data[i..i + take]) {
-                        return Some(Stop::Before(frame_start));
+                    if *capture && !sink.payload(&data[i..i + take]) {
+                        return Some(frame_start);
                     }
                     *left -= take as u32;
                     i += take;
-                    if *left == 0 && *stop {
-                        self.scan = FrameScanner::server().scan;
-                        return Some(Stop::After(i));
-                    }
                 }
                 Scan::Head { buf, have } => {
                     let began = i.saturating_sub(*have);
@@ -209,19 +189,13 @@ impl FrameScanner {
                     i += take;
                     if *have == 9 {
                         let head = FrameHead::parse(buf);
-                        let action = on_frame(head);
+                        let action = sink.frame(head);
                         self.scan = Scan::Payload {
                             left: head.len,
                             capture: action == OnFrame::Capture,
-                            stop: action == OnFrame::StopAfter,
                         };
-                        match action {
-                            OnFrame::StopBefore => return Some(Stop::Before(began)),
-                            OnFrame::StopAfter if head.len == 0 => {
-                                self.scan = FrameScanner::server().scan;
-                                return Some(Stop::After(i));
-                            }
-                            _ => {}
+                        if action == OnFrame::StopBefore {
+                            return Some(began);
                         }
                     }
                 }
@@ -379,49 +353,45 @@ mod tests {
         assert_eq!(stop, Some(17));
     }
 
+    /// Captures the payloads of the frames of type `kind`; refuses a piece holding `refuse`.
+    struct Capturing {
+        kind: u8,
+        refuse: Option<u8>,
+        captured: Vec<u8>,
+    }
+
+    impl FrameSink for Capturing {
+        fn frame(&mut self, head: FrameHead) -> OnFrame {
+            if head.kind == self.kind {
+                OnFrame::Capture
+            } else {
+                OnFrame::Pass
+            }
+        }
+
+        fn payload(&mut self, piece: &[u8]) -> bool {
+            self.captured.extend_from_slice(piece);
+            self.refuse.is_none_or(|byte| !piece.contains(&byte))
+        }
+    }
+
     #[test]
-    fn a_scan_stops_after_a_frame_and_hands_over_captured_payloads() {
+    fn captured_payloads_are_handed_over_however_the_bytes_are_split() {
         let mut data = frame(0x4, 0, 0, b"abcdef");
         data.extend(frame(0x1, 0x4, 1, b"hpack"));
         data.extend(frame(0x1, 0x4, 3, b""));
         data.extend(frame(0x0, 0x1, 1, b"body"));
         for step in [1, 4, 9, 100] {
-            let mut scanner = FrameScanner::client();
-            scanner.scan = FrameScanner::server().scan;
-            let mut captured = Vec::new();
-            let mut stops = Vec::new();
-            let mut at = 0;
+            let mut scanner = FrameScanner::server();
+            let mut sink = Capturing {
+                kind: 0x4,
+                refuse: None,
+                captured: Vec::new(),
+            };
             for piece in data.chunks(step) {
-                let mut rest = piece;
-                loop {
-                    let stop = scanner.feed_frames(
-                        rest,
-                        |h| match h.kind {
-                            0x4 => OnFrame::Capture,
-                            0x1 => OnFrame::StopAfter,
-                            _ => OnFrame::Pass,
-                        },
-                        |p| {
-                            captured.extend_from_slice(p);
-                            true
-                        },
-                    );
-                    match stop {
-                        Some(Stop::After(k)) => {
-                            stops.push(at + k);
-                            at += k;
-                            rest = &rest[k..];
-                        }
-                        Some(Stop::Before(_)) => unreachable!(),
-                        None => {
-                            at += rest.len();
-                            break;
-                        }
-                    }
-                }
+                assert_eq!(scanner.feed_frames(piece, &mut sink), None);
             }
-            assert_eq!(captured, b"abcdef", "step {step}");
-            assert_eq!(stops, vec![15 + 14, 15 + 14 + 9], "step {step}");
+            assert_eq!(sink.captured, b"abcdef", "step {step}");
             assert!(scanner.at_boundary());
         }
     }
@@ -430,23 +400,19 @@ mod tests {
     fn a_payload_refused_stops_where_its_frame_began() {
         let mut data = frame(0x8, 0, 0, &[0, 0, 0, 1]);
         data.extend(frame(0x4, 0, 0, b"abcdefghijkl"));
-        let refuse = |p: &[u8]| !p.contains(&b'h');
-        let capture = |h: FrameHead| {
-            if h.kind == 0x4 {
-                OnFrame::Capture
-            } else {
-                OnFrame::Pass
-            }
+        let sink = || Capturing {
+            kind: 0x4,
+            refuse: Some(b'h'),
+            captured: Vec::new(),
         };
         // in one piece: the SETTINGS frame begins at 13
         let mut scanner = FrameScanner::server();
-        let stop = scanner.feed_frames(&data, capture, refuse);
-        assert_eq!(stop, Some(Stop::Before(13)));
+        assert_eq!(scanner.feed_frames(&data, &mut sink()), Some(13));
         // its header in one call, the payload in the next: stopped at 0 of that call
         let mut scanner = FrameScanner::server();
-        assert_eq!(scanner.feed_frames(&data[..24], capture, refuse), None);
-        let stop = scanner.feed_frames(&data[24..], capture, refuse);
-        assert_eq!(stop, Some(Stop::Before(0)));
+        let mut refusing = sink();
+        assert_eq!(scanner.feed_frames(&data[..24], &mut refusing), None);
+        assert_eq!(scanner.feed_frames(&data[24..], &mut refusing), Some(0));
     }
 
     #[test]

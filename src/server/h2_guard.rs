@@ -14,7 +14,9 @@ use std::time::Instant;
 
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 
-use crate::http::h2_flood::{goaway, FloodBudget, FrameScanner, OnFrame, Stop, ENHANCE_YOUR_CALM};
+use crate::http::h2_flood::{
+    goaway, FloodBudget, FrameHead, FrameScanner, FrameSink, OnFrame, ENHANCE_YOUR_CALM,
+};
 use crate::http::h2_frame_rules::FrameRules;
 
 enum Phase {
@@ -149,34 +151,16 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for H2Guard<S> {
         this.budget.refill(now - this.last_refill);
         this.last_refill = now;
         this.heard.record(now);
-        let budget = &mut this.budget;
-        let rules = std::cell::RefCell::new(&mut this.rules);
-        let code = std::cell::Cell::new(ENHANCE_YOUR_CALM);
-        let stop = this.incoming.feed_frames(
-            &buf.filled()[start..],
-            |head| {
-                let mut rules = rules.borrow_mut();
-                if let Err(broken) = rules.check(head) {
-                    code.set(broken);
-                    OnFrame::StopBefore
-                } else if !budget.incoming(head) {
-                    OnFrame::StopBefore
-                } else if rules.wants_payload() {
-                    OnFrame::Capture
-                } else {
-                    OnFrame::Pass
-                }
-            },
-            |piece| match rules.borrow_mut().payload(piece) {
-                Ok(()) => true,
-                Err(broken) => {
-                    code.set(broken);
-                    false
-                }
-            },
-        );
-        if let Some(Stop::Before(offset) | Stop::After(offset)) = stop {
-            let code = code.get();
+        let mut judge = Judge {
+            rules: &mut this.rules,
+            budget: &mut this.budget,
+            code: ENHANCE_YOUR_CALM,
+        };
+        let stop = this
+            .incoming
+            .feed_frames(&buf.filled()[start..], &mut judge);
+        if let Some(offset) = stop {
+            let code = judge.code;
             // h2 never sees the frame that broke the budget or a rule, nor what came after.
             buf.set_filled(start + offset);
             this.trip(code);
@@ -185,6 +169,39 @@ impl<S: AsyncRead + AsyncWrite + Unpin> AsyncRead for H2Guard<S> {
             }
         }
         Poll::Ready(Ok(()))
+    }
+}
+
+/// The client's frames as the guard judges them: RFC 9113's rules first, then the flood
+/// budget; `code` is what to end the connection with once one of them says stop.
+struct Judge<'a> {
+    rules: &'a mut FrameRules,
+    budget: &'a mut FloodBudget,
+    code: u32,
+}
+
+impl FrameSink for Judge<'_> {
+    fn frame(&mut self, head: FrameHead) -> OnFrame {
+        if let Err(code) = self.rules.check(head) {
+            self.code = code;
+            OnFrame::StopBefore
+        } else if !self.budget.incoming(head) {
+            OnFrame::StopBefore
+        } else if self.rules.wants_payload() {
+            OnFrame::Capture
+        } else {
+            OnFrame::Pass
+        }
+    }
+
+    fn payload(&mut self, piece: &[u8]) -> bool {
+        match self.rules.payload(piece) {
+            Ok(()) => true,
+            Err(code) => {
+                self.code = code;
+                false
+            }
+        }
     }
 }
 
